@@ -1,0 +1,126 @@
+"""Scoring a completion: the boxed-answer reward, the math environment and its group builder.
+
+Notebook 01 teaches every definition in this file, in cells marked `#@save`;
+`tests/test_single_source.py` fails if the notebook and this module drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import tinker
+from tinker_cookbook import renderers
+from tinker_cookbook.rl.types import Env, EnvGroupBuilder, StepResult
+
+QUESTION_SUFFIX = " Write your final answer in \\boxed{} format."
+
+
+def extract_boxed(text: str) -> str | None:
+    """Return the contents of the last `\\boxed{...}` in `text`, or None.
+
+    Braces are matched by counting, so `\\boxed{\\frac{1}{2}}` keeps its inner braces.
+    The last box wins: a model that restates its answer usually means the final one.
+    """
+    found = None
+    for match in re.finditer(r"\\boxed\s*\{", text):
+        depth, start = 1, match.end()
+        for i in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                found = text[start:i]
+                break
+    return found
+
+
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+
+
+def final_answer(reference: str) -> str:
+    """The answer a reference solution arrives at.
+
+    orca-math's `answer` column is a worked solution in prose, so the answer is its
+    boxed value if it has one, else the last number it writes, else the whole text.
+    """
+    boxed = extract_boxed(reference)
+    if boxed is not None:
+        return boxed
+    numbers = NUMBER.findall(reference)
+    return numbers[-1].rstrip(",") if numbers else reference
+
+
+def normalize_answer(answer: str) -> str:
+    """Lower-case, drop spaces, thousands commas, a leading `$` and a trailing period.
+
+    Numbers are then written in one canonical form, so `19`, ` 19 ` and `19.0` are
+    equal, and so are `1,000` and `1000`.
+    """
+    text = re.sub(r"\s+", "", answer.lower()).replace(",", "").lstrip("$").rstrip(".")
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def answer_matches(completion: str, reference: str) -> bool:
+    """True when the completion's boxed answer equals the reference's final answer."""
+    boxed = extract_boxed(completion)
+    if boxed is None:
+        return False
+    return normalize_answer(boxed) == normalize_answer(final_answer(reference))
+
+
+class MathEnv(Env):
+    """One question, one sampled answer, one reward.
+
+    Reward: 1 for a correct boxed answer, minus 0.1 when the format is wrong (no box,
+    or the completion did not end with the renderer's stop token). So the four
+    possible rewards are 1, 0.9, 0 and -0.1.
+    """
+
+    def __init__(self, question: str, answer: str, renderer: Any) -> None:
+        self.question = question
+        self.answer = answer
+        self.renderer = renderer
+
+    async def initial_observation(self) -> tuple[tinker.ModelInput, Any]:
+        convo = [{"role": "user", "content": self.question + QUESTION_SUFFIX}]
+        return self.renderer.build_generation_prompt(convo), self.renderer.get_stop_sequences()
+
+    async def step(self, action: list[int], *, extra: Any = None) -> StepResult:
+        message, termination = self.renderer.parse_response(action)
+        text = renderers.get_text_content(message)
+        correct_format = float(extract_boxed(text) is not None and termination.is_clean)
+        correct_answer = float(answer_matches(text, self.answer))
+        return StepResult(
+            reward=correct_answer - 0.1 * (1.0 - correct_format),
+            episode_done=True,
+            next_observation=tinker.ModelInput.empty(),
+            next_stop_condition=[],
+            metrics={"correct": correct_answer, "format": correct_format},
+            logs={},
+        )
+
+
+@dataclass(frozen=True)
+class MathGroupBuilder(EnvGroupBuilder):
+    """Fans one problem out into `group_size` environments: GRPO compares their rewards."""
+
+    row: dict
+    renderer: Any
+    group_size: int
+
+    async def make_envs(self) -> list[MathEnv]:
+        return [
+            MathEnv(self.row["question"], self.row["answer"], self.renderer)
+            for _ in range(self.group_size)
+        ]
+
+    async def compute_group_rewards(self, trajectory_group, env_group):
+        # The reward lives in MathEnv.step, so there is no extra group-level bonus.
+        return [(0.0, {}) for _ in trajectory_group]
+
+    def logging_tags(self) -> list[str]:
+        return ["math"]

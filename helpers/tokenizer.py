@@ -1,0 +1,60 @@
+"""An offline Kimi K2.6 tokenizer for the local backend.
+
+`get_tokenizer("moonshotai/Kimi-K2.6")` downloads tokenizer code from the Hugging Face
+hub. The `tml-renderers` package ships the same vocabulary as a native tokenizer, so
+the local backend wraps it in the small surface the cookbook's renderers use and
+registers it under the real model name. Every token id is a real Kimi K2.6 id.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+
+from tinker_cookbook.tokenizer_utils import register_tokenizer
+from tml_renderers.tokenizers import KimiK26Tokenizer
+
+MODEL_NAME = "moonshotai/Kimi-K2.6"
+
+
+class OfflineKimiTokenizer:
+    """Kimi K2.6 tokens without the hub: `encode`, `decode` and the special-token names.
+
+    Special tokens such as `<|im_end|>` and `<think>` must encode as single ids
+    (the renderer's stop sequence depends on it), so text is split on them first.
+    """
+
+    name_or_path = MODEL_NAME
+
+    def __init__(self) -> None:
+        self._native = KimiK26Tokenizer()
+        self._specials = set(self._native.all_special_tokens)
+        longest_first = sorted(self._specials, key=len, reverse=True)
+        self._split = re.compile("(" + "|".join(map(re.escape, longest_first)) + ")")
+        self.bos_token = self._native.bos_token
+        self.eos_token = self._native.eos_token
+        self.eos_token_id = self._native.encode_special(self.eos_token)
+
+    def encode(self, text: str, add_special_tokens: bool = False, **_: object) -> list[int]:
+        ids: list[int] = []
+        for piece in self._split.split(text):
+            if piece in self._specials:
+                ids.append(self._native.encode_special(piece))
+            elif piece:
+                ids.extend(self._native.encode_ordinary(piece))
+        return ids
+
+    def decode(self, token_ids: Sequence[int], **_: object) -> str:
+        return self._native.decode(list(token_ids))
+
+
+@functools.cache
+def offline_kimi_tokenizer() -> OfflineKimiTokenizer:
+    """One shared tokenizer per process (building the native one takes a moment)."""
+    return OfflineKimiTokenizer()
+
+
+def register_offline_kimi_tokenizer() -> None:
+    """Make `get_tokenizer("moonshotai/Kimi-K2.6")` return the offline tokenizer."""
+    register_tokenizer(MODEL_NAME, offline_kimi_tokenizer)
