@@ -51,12 +51,12 @@ def final_answer(reference: str) -> str:
 
 
 def normalize_answer(answer: str) -> str:
-    """Lower-case, drop spaces, thousands commas, a leading `$` and a trailing period.
+    """Lower-case, drop spaces, thousands commas, dollar signs and a trailing period.
 
     Numbers are then written in one canonical form, so `19`, ` 19 ` and `19.0` are
-    equal, and so are `1,000` and `1000`.
+    equal, and so are `1,000` and `1000`, and `\\$10` (LaTeX's dollar) and `10.00`.
     """
-    text = re.sub(r"\s+", "", answer.lower()).replace(",", "").lstrip("$").rstrip(".")
+    text = re.sub(r"\s+|,|\\?\$", "", answer.lower()).rstrip(".")
     try:
         number = float(text)
     except ValueError:

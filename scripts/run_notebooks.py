@@ -1,0 +1,60 @@
+"""Execute every course notebook in order with papermill, on the local backend.
+
+`make run` calls this. Executed notebooks (and any figures they write) go to
+`runs/<timestamp>/`; one line per notebook says how long it took and whether it ran.
+Extra `-p name value` pairs are passed to every notebook that has that parameter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import papermill
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    args = parser.parse_args()
+    out_dir = ROOT / "runs" / datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir.mkdir(parents=True)
+    print(f"executing notebooks into {out_dir.relative_to(ROOT)}/")
+    failed = 0
+    for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        declared = papermill.inspect_notebook(str(notebook))
+        parameters = {name: _literal(v) for name, v in args.p if name in declared}
+        start = time.monotonic()
+        try:
+            papermill.execute_notebook(
+                str(notebook),
+                str(out_dir / notebook.name),
+                parameters=parameters,
+                cwd=str(ROOT / "notebooks"),
+                kernel_name="python3",
+                progress_bar=False,
+            )
+            status = "ok"
+        except Exception as error:  # report and go on: later notebooks may still run
+            status = f"failed ({type(error).__name__})"
+            failed += 1
+        print(f"{notebook.name:36s} {time.monotonic() - start:6.1f} s  {status}", flush=True)
+    return 1 if failed else 0
+
+
+def _literal(value: str) -> object:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())
