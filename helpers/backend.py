@@ -60,6 +60,8 @@ class Course:
 def connect(backend: str = "local") -> Course:
     """Check `backend`, then return the clients, tokenizer, renderer and data for it."""
     install_short_errors()
+    if backend == "cloud":
+        _stop_local()  # restores your shell's keys if this kernel ran the local stack
     check_backend(backend)
     quiet_tinker_deprecation_logs()
     if backend == "local":
@@ -90,6 +92,14 @@ def _start_local() -> tuple[list[dict], list[dict]]:
     start_local_stack()
     splits = arithmetic_dataset()
     return splits["train"].to_list(), splits["held_out"].to_list()
+
+
+def _stop_local() -> None:
+    """Switching a kernel from local to cloud: stop the stack, restoring the SDK variables
+    (the keys and base URLs from your shell) that the local stack had replaced."""
+    from helpers.local.stack import stop_local_stack
+
+    stop_local_stack()
 
 
 def _cloud_rows() -> tuple[list[dict], list[dict]]:

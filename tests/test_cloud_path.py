@@ -1,0 +1,107 @@
+"""The cloud code path, run against the local stack.
+
+There is no cloud here, so this test points the real SDKs' base URLs at a local stack
+server and supplies orca-style data and the tokenizer locally. Everything else is what
+`backend="cloud"` runs: `connect("cloud")` with its key checks, `load_dataset` of
+orca-math (answered locally), `get_tokenizer("moonshotai/Kimi-K2.6")`, one training step
+and an evaluation through Sail with a signed URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import asyncio, json
+import datasets
+import helpers.backend as backend
+from helpers.data import arithmetic_dataset
+from helpers.tokenizer import register_offline_kimi_tokenizer
+from helpers.training import LoopSettings, evaluate, run_step
+from helpers.serving import sail_policy
+
+requested = []
+def load_orca_locally(name, split):
+    requested.append((name, split))
+    rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
+    return datasets.concatenate_datasets([rows, rows])  # orca-math has 200k rows; we need 2,200
+
+backend.load_dataset = load_orca_locally      # the hub is out of reach here
+register_offline_kimi_tokenizer()             # get_tokenizer checks this registry first
+
+async def main():
+    course = backend.connect("cloud")
+    client = await course.service_client.create_lora_training_client_async(
+        base_model=course.model_name, rank=course.adapter_config["r"]
+    )
+    settings = LoopSettings("cloud-path", 4, 4, 2e-3, 32, 1.0, "balanced")
+    record = await run_step(0, course.train_rows[:4], settings, client, course)
+    policy = await sail_policy(
+        client, course.service_client, course.adapter_config, "cloud-path-eval",
+        model_name=course.model_name, max_tokens=32, temperature=1.0,
+    )
+    scores = await evaluate(policy, course.held_out_rows[:8], course.renderer, 2)
+    print(json.dumps({"requested": requested, "defaults": course.defaults,
+                      "rows": [len(course.train_rows), len(course.held_out_rows)],
+                      "record": record, "scores": scores}))
+
+asyncio.run(main())
+"""
+
+
+def test_cloud_path_runs_against_the_local_stack(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "COURSE_LOCAL_STACK_DIR": str(tmp_path / "stack"),
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "helpers.local",
+            "serve",
+            "--port",
+            "0",
+            "--parent-pid",
+            str(os.getpid()),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = json.loads(server.stdout.readline())["url"]
+        child_env = {
+            **env,
+            "TINKER_BASE_URL": url,
+            "SAIL_API_URL": url,
+            "TINKER_API_KEY": "tml-local-stack",
+            "SAIL_API_KEY": "sk_local_stack",
+        }
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD],
+            env=child_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert child.returncode == 0, child.stderr[-3000:]
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    assert result["requested"] == [["microsoft/orca-math-word-problems-200k", "train"]]
+    assert result["defaults"] == {"max_tokens": 1024, "learning_rate": 1e-5}
+    assert result["rows"] == [2000, 200]
+    assert result["record"]["dropped_rollouts"] == 0 and result["record"]["reward"] >= -0.1
+    assert result["scores"]["samples"] == 16
