@@ -10,7 +10,8 @@ export no_proxy := 127.0.0.1,localhost
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt scripts/install_system_packages.sh
+	scripts/install_system_packages.sh
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -r requirements.txt

@@ -1,0 +1,185 @@
+"""A one-turn RL environment whose action is a shell script, graded by the task's own tests.
+
+Action format: the policy answers with a ```bash fenced block. Its contents run as one
+bash script in the task's working directory inside a sandbox; then `tests/test.sh` runs
+in the same sandbox, and the reward is what it writes to /logs/verifier/reward.txt.
+Text outside the block, thinking included, is never executed; without a block, nothing
+runs but the tests.
+
+The group builder takes any sandbox factory with `sail.tinker_sandbox_factory`'s shape
+(`factory(env_dir, timeout_seconds)`), so the same code runs on Sailboxes or locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import shlex
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import tinker
+from tinker_cookbook.completers import StopCondition
+from tinker_cookbook.recipes.harbor_rl.harbor_tools import HarborReward
+from tinker_cookbook.renderers import get_renderer
+from tinker_cookbook.renderers.base import Message, Renderer, get_text_content
+from tinker_cookbook.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, StepResult
+from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface
+from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+from helpers.sandbox.harbor_task import HarborTaskDir, load_harbor_task
+
+logger = logging.getLogger(__name__)
+
+SandboxFactory = Callable[[Path, int], Awaitable[SandboxInterface]]
+SandboxCreation = Literal["sequential", "concurrent"]
+
+SYSTEM_PROMPT = (
+    "You solve tasks on a Linux machine by writing one bash script. Reply with exactly one "
+    "```bash fenced block; it runs as a single script in {workdir}, then the task's tests "
+    "check the result. Nothing outside the block is executed."
+)
+# What the policy's script may print back into the logs; the reward never depends on it.
+MAX_COMMAND_OUTPUT_BYTES = 16 * 1024
+_BASH_BLOCK = re.compile(r"```(?:bash|sh)[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def extract_bash_script(text: str) -> str | None:
+    """The first ```bash (or ```sh) fenced block in `text`, or None when there is none."""
+    match = _BASH_BLOCK.search(text)
+    return match.group(1) if match else None
+
+
+class ShellTaskEnv(Env):
+    """One episode: prompt with the task, run the policy's script, grade it with test.sh."""
+
+    def __init__(
+        self,
+        *,
+        renderer: Renderer,
+        task: HarborTaskDir,
+        sandbox: SandboxInterface,
+        command_timeout: int,
+        grader_timeout: int,
+    ) -> None:
+        self.renderer = renderer
+        self.task = task
+        self.sandbox = sandbox
+        self.command_timeout = command_timeout
+        self.grader_timeout = grader_timeout
+
+    def messages(self) -> list[Message]:
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT.format(workdir=self.task.workdir)},
+            {"role": "user", "content": self.task.instruction},
+        ]
+
+    async def initial_observation(self) -> tuple[tinker.ModelInput, StopCondition]:
+        prompt = self.renderer.build_generation_prompt(self.messages())
+        return prompt, self.renderer.get_stop_sequences()
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        message, _ = self.renderer.parse_response(action)
+        script = extract_bash_script(get_text_content(message))
+        metrics: dict[str, float | int] = {"has_bash_block": float(script is not None)}
+        logs: dict[str, str | int | float] = {}
+        if script is not None:
+            result = await self.sandbox.run_command(
+                script,
+                workdir=self.task.workdir,
+                timeout=self.command_timeout,
+                max_output_bytes=MAX_COMMAND_OUTPUT_BYTES,
+            )
+            metrics["command_exit_code"] = result.exit_code
+            metrics["command_timed_out"] = float(bool(result.metrics.get("timed_out")))
+            logs.update(script=script, stdout=result.stdout, stderr=result.stderr)
+        # The cookbook's Harbor grader: upload tests/, run test.sh, read /logs/verifier.
+        grader = HarborReward(self.task.tests_dir, self.sandbox, self.grader_timeout)
+        reward, grade_metrics = await grader([message])
+        return StepResult(
+            reward=reward,
+            episode_done=True,
+            next_observation=tinker.ModelInput.empty(),
+            next_stop_condition=self.renderer.get_stop_sequences(),
+            metrics={**metrics, **grade_metrics},
+            logs=logs,
+        )
+
+
+async def upload_task_inputs(sandbox: SandboxInterface, task: HarborTaskDir) -> None:
+    """Put the task's input files in place; a cloud image may not have its working directory."""
+    created = await sandbox.run_command(f"mkdir -p {shlex.quote(task.workdir)}", workdir="/")
+    if created.exit_code != 0:
+        raise RuntimeError(f"could not create {task.workdir}: {created.stderr}")
+    for path, content in task.input_files().items():
+        written = await sandbox.write_file(path, content)
+        if written.exit_code != 0:
+            raise RuntimeError(f"could not upload {path}: {written.stderr}")
+
+
+@dataclass
+class ShellTaskGroupBuilder(EnvGroupBuilder):
+    """A group of `ShellTaskEnv`s on one task, each with its own sandbox from `sandbox_factory`.
+
+    `sandbox_creation` chooses how the group's sandboxes are made: "sequential" awaits one
+    after another, as cookbook 0.5.8's `HarborEnvGroupBuilder.make_envs` does, so a group
+    of G costs G boot times; "concurrent" starts them together. Every sandbox ever created,
+    including those from a retry's extra `make_envs` call, is cleaned up by `cleanup`.
+    Holds only paths, names and the factory, so it pickles for rollout workers.
+    """
+
+    task_dir: Path
+    sandbox_factory: SandboxFactory
+    group_size: int
+    model_name: str
+    renderer_name: str
+    sandbox_creation: SandboxCreation = "concurrent"
+    sandbox_timeout: int = 600
+    command_timeout: int = 60
+    grader_timeout: int = 60
+    _sandboxes: list[SandboxInterface] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.task_dir = Path(self.task_dir)
+
+    async def make_envs(self) -> Sequence[Env]:
+        task = load_harbor_task(self.task_dir)
+        renderer = get_renderer(self.renderer_name, get_tokenizer(self.model_name))
+
+        async def ready_sandbox() -> SandboxInterface:
+            sandbox = await self.sandbox_factory(task.environment_dir, self.sandbox_timeout)
+            self._sandboxes.append(sandbox)
+            await upload_task_inputs(sandbox, task)
+            return sandbox
+
+        if self.sandbox_creation == "sequential":
+            sandboxes = [await ready_sandbox() for _ in range(self.group_size)]
+        else:
+            async with asyncio.TaskGroup() as group:
+                pending = [group.create_task(ready_sandbox()) for _ in range(self.group_size)]
+            sandboxes = [created.result() for created in pending]
+        return [
+            ShellTaskEnv(
+                renderer=renderer,
+                task=task,
+                sandbox=sandbox,
+                command_timeout=self.command_timeout,
+                grader_timeout=self.grader_timeout,
+            )
+            for sandbox in sandboxes
+        ]
+
+    async def cleanup(self) -> None:
+        sandboxes, self._sandboxes = self._sandboxes, []
+        results = await asyncio.gather(
+            *(sandbox.cleanup() for sandbox in sandboxes), return_exceptions=True
+        )
+        for sandbox, result in zip(sandboxes, results, strict=True):
+            if isinstance(result, BaseException):
+                logger.warning("Cleanup of sandbox %s failed: %s", sandbox.sandbox_id, result)
+
+    def logging_tags(self) -> list[str]:
+        return ["shell_task", self.task_dir.name]
