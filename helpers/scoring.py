@@ -1,6 +1,6 @@
 """Scoring a completion: the boxed-answer reward, the math environment and its group builder.
 
-Notebook 01 teaches every definition in this file, in cells marked `#@save`;
+Notebook 01 teaches every definition in this file, in cells marked `# @save`;
 `tests/test_single_source.py` fails if the notebook and this module drift apart.
 """
 

@@ -1,6 +1,6 @@
 """Snapshot the LoRA weights Tinker is training and serve them through Sail.
 
-Notebook 02 teaches `sail_policy` in a `#@save` cell; notebook 03 calls it every step.
+Notebook 02 teaches `sail_policy` in a `# @save` cell; notebook 03 calls it every step.
 """
 
 from __future__ import annotations

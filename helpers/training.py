@@ -1,6 +1,6 @@
 """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Notebook 03 teaches every definition here in `#@save` cells.
+Notebook 03 teaches every definition here in `# @save` cells.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Code a notebook teaches in a `#@save` cell must be the code `helpers` runs.
+"""Code a notebook teaches in a `# @save` cell must be the code `helpers` runs.
 
-Each top-level definition in a `#@save` cell is compared, after parsing, with the
+Each top-level definition in a `# @save` cell is compared, after parsing, with the
 definition of the same name in `helpers/`. A module that a notebook teaches in full
 (listed in TAUGHT_IN_FULL) must also have no definition the notebook leaves out.
 """
@@ -36,7 +36,7 @@ def _definitions(tree: ast.Module) -> dict[str, str]:
 
 def saved_definitions(path: Path) -> dict[str, str]:
     cells = nbformat.read(path, as_version=4).cells
-    saved = [c.source for c in cells if c.cell_type == "code" and c.source.startswith("#@save")]
+    saved = [c.source for c in cells if c.cell_type == "code" and c.source.startswith("# @save")]
     return _definitions(ast.parse("\n".join(saved)))
 
 
