@@ -21,9 +21,9 @@ $(STAMP): requirements.txt scripts/install_system_packages.sh
 run: $(STAMP)
 	$(PYTHON) scripts/run_notebooks.py
 
-## make test: the whole test suite (what CI runs)
+## make test: the whole test suite (what CI runs): tests/, then every notebook under nbval
 test: $(STAMP)
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest tests --nbval-lax notebooks
 
 ## make lab: JupyterLab on notebooks/, with the .venv kernel
 lab: $(STAMP)

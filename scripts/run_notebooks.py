@@ -1,8 +1,9 @@
 """Execute every course notebook in order with papermill, on the local backend.
 
-`make run` calls this. Executed notebooks (and any figures they write) go to
-`runs/<timestamp>/`; one line per notebook says how long it took and whether it ran.
-Extra `-p name value` pairs are passed to every notebook that has that parameter.
+`make run` calls this. Executed notebooks go to `runs/<timestamp>/`, and so does
+notebook 03's run folder (metrics, figure), because its `run_name` is that timestamp.
+One line per notebook says how long it took and whether it ran. Extra `-p name value`
+pairs are passed to every notebook that has that parameter.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     args = parser.parse_args()
-    out_dir = ROOT / "runs" / datetime.now().strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = ROOT / "runs" / stamp
     out_dir.mkdir(parents=True)
+    given = {"run_name": stamp, **dict(args.p)}
     print(f"executing notebooks into {out_dir.relative_to(ROOT)}/")
     failed = 0
     for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         declared = papermill.inspect_notebook(str(notebook))
-        parameters = {name: _literal(v) for name, v in args.p if name in declared}
+        parameters = {name: _literal(v) for name, v in given.items() if name in declared}
         start = time.monotonic()
         try:
             papermill.execute_notebook(

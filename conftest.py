@@ -1,0 +1,28 @@
+"""Test-session settings that every test and every notebook kernel inherits.
+
+Runs and the local stack's checkpoints go to a temporary folder, so tests never resume
+or overwrite a real run in runs/; the repo is importable from the notebooks' kernels
+(nbval starts them in notebooks/); loopback traffic bypasses any proxy.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="course-tests-"))
+    os.environ["COURSE_RUNS_DIR"] = str(scratch / "runs")
+    os.environ["COURSE_LOCAL_STACK_DIR"] = str(scratch / "local-stack")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    for name in ("NO_PROXY", "no_proxy"):
+        os.environ[name] = "127.0.0.1,localhost"
+    os.environ.pop("JPY_SESSION_NAME", None)  # notebooks log plain lines, as under papermill
