@@ -1,0 +1,1 @@
+"""Speed and learning measurements of the local stack: `python -m bench.<name>`."""

@@ -1,0 +1,327 @@
+"""Build the tiny model's vocabulary and base weights: `python -m helpers.local.build_base`.
+
+The base model is a short supervised warm-up on the local arithmetic set's train split,
+written in the `kimi_k26` renderer's format: after the prompt's `<think>`,
+`{a} + {b} = {c}</think>The answer is \\boxed{c}.<|im_end|>` (the closing varies a little).
+Writing the operands first puts them next to the result, where a tiny model can add them.
+It is deliberately imperfect, so RL has something to improve:
+- a fifth of the completions write the wrong operation (a sum as a difference or the
+  reverse), a choice RL can learn from the question's wording;
+- result labels are noisy (right 85% of the time, otherwise off by 1, 2 or 10), so the right
+  result is the most likely one, but sampled at T=1 it is often a neighbour;
+- about a fifth of the completions break the format (no box, no `</think>`, or rambling on
+  with no stop token).
+A quarter of each batch are "drills": bare equations packed together, which teach the
+arithmetic far faster per step than full prompts do.
+Deterministic: fixed seeds and one thread, so a rebuild reproduces the files bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+from helpers.data import all_problems, arithmetic_dataset
+from helpers.local.model import BASE_MODEL_DIR, VOCAB_PATH, WEIGHTS_PATH, load_base_model, new_model
+from helpers.local.sampler import SamplingParams, sample_batch
+from helpers.local.vocab import UNK_COMPACT_ID, CompactVocab
+from helpers.scoring import QUESTION_SUFFIX, answer_matches, extract_boxed
+
+SEED = 0
+# One thread: with anything else running on the two cores, two threads ran 5-10x slower
+# (they spin against each other); one thread also fixes the reduction order.
+TORCH_THREADS = 1
+STEPS = 600
+BATCH_SIZE = 48
+LEARNING_RATE = 3e-3
+WARMUP_FRACTION = 0.05
+DRILL_SHARE = 0.25  # of each batch
+DRILL_EQUATIONS = 8  # per drill sequence, about as long as a full example
+
+EQUATION = re.compile(r"(\d+) ([+-]) (\d+) = (\d+)")
+CLOSINGS = ("The answer is \\boxed{{{c}}}.", "So the answer is \\boxed{{{c}}}.", "\\boxed{{{c}}}")
+P_CORRECT_LABEL = 0.85
+# Share of completions that write the wrong operation (a sum as a difference, or the
+# reverse): a choice RL can learn to get right from the question's wording.
+P_WRONG_OPERATION = 0.2
+# Off-by amounts for a wrong label, and their relative weights.
+LABEL_NOISE = {-1: 3, 1: 3, -2: 2, 2: 2, -10: 1, 10: 1}
+# Completion styles and their shares in the warm-up data; only "clean" is well formatted.
+STYLE_WEIGHTS = {"clean": 0.78, "no_box": 0.10, "no_think_close": 0.06, "ramble": 0.06}
+NUMBER_RANGE = range(-40, 100)  # numbers the vocabulary must hold (noisy results included)
+HELD_OUT_SAMPLES = 400
+
+
+def kimi_k26_renderer() -> Any:
+    """The real cookbook `kimi_k26` renderer, on the offline Kimi tokenizer."""
+    from tinker_cookbook import renderers, tokenizer_utils
+
+    from helpers.tokenizer import MODEL_NAME, register_offline_kimi_tokenizer
+
+    register_offline_kimi_tokenizer()
+    return renderers.get_renderer("kimi_k26", tokenizer=tokenizer_utils.get_tokenizer(MODEL_NAME))
+
+
+def prompt_tokens(renderer: Any, question: str) -> list[int]:
+    """Real ids of the generation prompt for one question, exactly as MathEnv builds it."""
+    convo = [{"role": "user", "content": question + QUESTION_SUFFIX}]
+    return renderer.build_generation_prompt(convo).to_ints()
+
+
+@dataclass(frozen=True)
+class Equation:
+    """`a op b`, as the completion writes it before its result."""
+
+    a: int
+    op: str
+    b: int
+
+    @property
+    def result(self) -> int:
+        return self.a + self.b if self.op == "+" else self.a - self.b
+
+    def with_other_operation(self) -> Equation:
+        return Equation(self.a, "-" if self.op == "+" else "+", self.b)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A row of the arithmetic set with its equation pulled out of the worked solution."""
+
+    question: str
+    answer: str
+    equation: Equation
+
+    @classmethod
+    def from_row(cls, row: dict[str, str]) -> Problem:
+        a, op, b, _ = EQUATION.search(row["answer"]).groups()
+        return cls(row["question"], row["answer"], Equation(int(a), op, int(b)))
+
+
+def completion_text(eq: Equation, shown: int, style: str, closing: str, repeats: int) -> str:
+    """The assistant's text after the prompt's `<think>`, in one of the warm-up styles."""
+    equation = f"{eq.a} {eq.op} {eq.b} = {shown}"
+    boxed = closing.format(c=shown)
+    if style == "clean":
+        return f"{equation}</think>{boxed}<|im_end|>"
+    if style == "no_box":
+        return f"{equation}</think>The answer is {shown}.<|im_end|>"
+    if style == "no_think_close":
+        return f"{equation}. {boxed}<|im_end|>"
+    return f"{equation}</think>" + " ".join([boxed] * repeats)  # ramble: never stops
+
+
+def drill_pieces(eq: Equation, shown: int) -> list[tuple[str, bool]]:
+    """One drill equation as (text, is_result) pieces: only the result is trained."""
+    return [(f"{eq.a} {eq.op} {eq.b} =", False), (f" {shown}", True), (". ", False)]
+
+
+def build_vocab(renderer: Any) -> CompactVocab:
+    """Every real id the prompts, worked solutions and completions can use, plus chat specials."""
+    tok = renderer.tokenizer
+    ids: set[int] = set()
+    for row in all_problems():
+        ids.update(prompt_tokens(renderer, row["question"]))
+        ids.update(tok.encode(row["answer"]))
+    for n in NUMBER_RANGE:
+        for op in "+-":
+            eq = Equation(abs(n), op, abs(n))
+            for style in STYLE_WEIGHTS:
+                for closing in CLOSINGS:
+                    ids.update(tok.encode(completion_text(eq, n, style, closing, 2)))
+            for text, _ in drill_pieces(eq, n):
+                ids.update(tok.encode(text))
+    specials = ["<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>"]
+    specials += ["<|im_end|>", "<think>", "</think>"]
+    ids.update(tok.encode("".join(specials)))
+    ids.add(tok.eos_token_id)
+    unk_real_id = tok.encode("<|reserved_token_16|>")[0]
+    return CompactVocab(ids, unk_real_id)
+
+
+def noisy_label(c: int, rng: random.Random) -> int:
+    """The right result with probability P_CORRECT_LABEL, else a nearby wrong one."""
+    if rng.random() < P_CORRECT_LABEL:
+        return c
+    return c + rng.choices(list(LABEL_NOISE), weights=list(LABEL_NOISE.values()))[0]
+
+
+def warmup_example(
+    p: Problem, prompt: list[int], vocab: CompactVocab, renderer: Any, rng: random.Random
+) -> tuple[list[int], list[bool]]:
+    """Compact ids of prompt + one noisy completion, and which positions are trained."""
+    eq = p.equation
+    if rng.random() < P_WRONG_OPERATION:
+        eq = eq.with_other_operation()
+    style = rng.choices(list(STYLE_WEIGHTS), weights=list(STYLE_WEIGHTS.values()))[0]
+    shown = noisy_label(eq.result, rng)
+    text = completion_text(eq, shown, style, rng.choice(CLOSINGS), rng.randint(2, 4))
+    completion = renderer.tokenizer.encode(text)
+    return _compact(vocab, prompt + completion), [False] * len(prompt) + [True] * len(completion)
+
+
+def drill_example(
+    problems: Sequence[Problem], vocab: CompactVocab, renderer: Any, rng: random.Random
+) -> tuple[list[int], list[bool]]:
+    """Many bare equations in one short sequence, trained on their (noisy) results only.
+
+    A full example teaches one result per ~70 tokens, mostly prompt; a drill teaches one per
+    9 tokens, so the arithmetic is learnt in far fewer steps. The equations are the training
+    problems', with the operation swapped as often as completions swap it.
+    """
+    ids: list[int] = []
+    trained: list[bool] = []
+    for _ in range(DRILL_EQUATIONS):
+        eq = problems[rng.randrange(len(problems))].equation
+        if rng.random() < P_WRONG_OPERATION:
+            eq = eq.with_other_operation()
+        for text, is_result in drill_pieces(eq, noisy_label(eq.result, rng)):
+            piece = renderer.tokenizer.encode(text)
+            ids += piece
+            trained += [is_result] * len(piece)
+    return _compact(vocab, ids), trained
+
+
+def _compact(vocab: CompactVocab, real_ids: list[int]) -> list[int]:
+    compact = vocab.to_compact(real_ids)
+    assert UNK_COMPACT_ID not in compact, "the vocabulary misses a warm-up token"
+    return compact
+
+
+def warm_up(
+    vocab: CompactVocab, renderer: Any, problems: Sequence[Problem], steps: int, batch_size: int
+) -> torch.nn.Module:
+    """Supervised next-token training: full examples teach the format, drills the arithmetic."""
+    rng = random.Random(SEED)
+    model = new_model(vocab.size, seed=SEED).train()
+    prompts = [prompt_tokens(renderer, p.question) for p in problems]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_factor(steps))
+    drills = int(batch_size * DRILL_SHARE)
+    for step in range(steps):
+        picks = [rng.randrange(len(problems)) for _ in range(batch_size - drills)]
+        batch = [warmup_example(problems[i], prompts[i], vocab, renderer, rng) for i in picks]
+        batch += [drill_example(problems, vocab, renderer, rng) for _ in range(drills)]
+        input_ids_BT, mask_BT, labels_BT = _pad_for_training(batch)
+        loss = model(input_ids=input_ids_BT, attention_mask=mask_BT, labels=labels_BT).loss
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % 100 == 0 or step == steps - 1:
+            print(f"  step {step:4d}  loss {loss.item():.3f}", flush=True)
+    return model.eval()
+
+
+def _lr_factor(steps: int) -> Callable[[int], float]:
+    """Linear warm-up, then cosine decay to a tenth."""
+    warm = max(1, int(steps * WARMUP_FRACTION))
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        progress = (step - warm) / max(1, steps - warm)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(progress * math.pi))
+
+    return factor
+
+
+def _pad_for_training(
+    batch: Sequence[tuple[list[int], list[bool]]],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ids, attention mask and labels (-100 where not trained)."""
+    longest = max(len(ids) for ids, _ in batch)
+    input_ids_BT = torch.zeros((len(batch), longest), dtype=torch.long)
+    mask_BT = torch.zeros_like(input_ids_BT)
+    labels_BT = torch.full_like(input_ids_BT, -100)
+    for row, (ids, trained) in enumerate(batch):
+        ids_T = torch.tensor(ids)
+        input_ids_BT[row, : len(ids)] = ids_T
+        mask_BT[row, : len(ids)] = 1
+        labels_BT[row, : len(ids)] = ids_T.masked_fill(~torch.tensor(trained), -100)
+    return input_ids_BT, mask_BT, labels_BT
+
+
+def evaluate(
+    model: torch.nn.Module,
+    vocab: CompactVocab,
+    renderer: Any,
+    problems: Sequence[Problem],
+    temperature: float,
+    seed: int = SEED,
+    max_new_tokens: int = 64,
+) -> dict[str, float]:
+    """Sample one completion per problem and score it the way MathEnv does."""
+    stop = frozenset(vocab.to_compact(renderer.get_stop_sequences()))
+    params = [SamplingParams(max_new_tokens, temperature, 1.0, stop)] * len(problems)
+    prompts = [vocab.to_compact(prompt_tokens(renderer, p.question)) for p in problems]
+    generator = torch.Generator().manual_seed(seed)
+    completions = sample_batch(model, prompts, params, generator)
+    formatted = correct = 0
+    for p, done in zip(problems, completions, strict=True):
+        message, termination = renderer.parse_response(vocab.to_real(done.tokens))
+        text = _text_content(message)
+        formatted += extract_boxed(text) is not None and termination.is_clean
+        correct += answer_matches(text, p.answer)
+    n = len(problems)
+    return {
+        "accuracy": correct / n,
+        "format": formatted / n,
+        "accuracy_given_format": correct / max(formatted, 1),
+        "samples": n,
+    }
+
+
+def _text_content(message: Any) -> str:
+    from tinker_cookbook import renderers
+
+    return renderers.get_text_content(message)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
+    args = parser.parse_args()
+    torch.set_num_threads(TORCH_THREADS)
+    started = time.perf_counter()
+    renderer = kimi_k26_renderer()
+    splits = arithmetic_dataset()
+    train = [Problem.from_row(r) for r in splits["train"]]
+    held_out = [Problem.from_row(r) for r in splits["held_out"]][:HELD_OUT_SAMPLES]
+    vocab = build_vocab(renderer)
+    print(f"vocab: {vocab.size} ids")
+    model = warm_up(vocab, renderer, train, args.steps, args.batch_size)
+    BASE_MODEL_DIR.mkdir(parents=True, exist_ok=True)
+    vocab.save(VOCAB_PATH)
+    state = {name: t.detach().contiguous() for name, t in model.state_dict().items()}
+    save_file(state, WEIGHTS_PATH)
+    seconds = time.perf_counter() - started
+    print(f"built in {seconds:.1f} s; weights {WEIGHTS_PATH.stat().st_size / 1e6:.2f} MB (fp32)")
+    for path in (WEIGHTS_PATH, VOCAB_PATH):
+        print(f"sha256 {sha256(path)}  {path.name}")
+
+    base, vocab = load_base_model()
+    for temperature in (1.0, 0.0):
+        metrics = evaluate(base, vocab, renderer, held_out, temperature)
+        print(f"held-out T={temperature}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+
+
+if __name__ == "__main__":
+    main()

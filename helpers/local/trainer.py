@@ -1,0 +1,280 @@
+"""LoRA training on the tiny model, with Tinker's semantics.
+
+What Tinker documents, and this module reproduces:
+- A Datum is one sequence: `model_input` (T tokens) and per-position `loss_fn_inputs`, all
+  aligned so position t of the input predicts `target_tokens[t]`.
+- Losses are sums over tokens and over datums, never means:
+  `cross_entropy` = -sum(weights * logp) and
+  `importance_sampling` = -sum(exp(logp - sampler_logp) * advantages).
+- `forward_backward` returns each datum's per-token logprobs of its targets and adds the
+  gradient of the summed loss to the accumulated gradients; only `optim_step` consumes them.
+- `optim_step` is AdamW exactly as `torch.optim.AdamW` computes it, with the step's own
+  learning rate, betas, eps, decoupled weight decay and optional global-norm clipping.
+
+Every method here runs torch work and must be called on the compute thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import peft
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from tinker.types import AdamParams
+
+from helpers.local.vocab import CompactVocab
+
+OPTIMIZER_FILE = "optimizer.safetensors"
+# Datums per forward pass: bounds the (batch, tokens, vocab) logits tensor.
+MICRO_BATCH = 64
+
+# Module names LoRA targets, grouped the way Tinker's LoraConfig switches them on and off.
+MODULE_GROUPS = {
+    "train_attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "train_mlp": ("gate_proj", "up_proj", "down_proj"),
+    "train_unembed": ("lm_head",),
+}
+
+
+def cross_entropy_loss(logprobs_T: torch.Tensor, weights_T: torch.Tensor) -> torch.Tensor:
+    """Supervised loss: the weighted negative log-likelihood of the targets, summed."""
+    return -(weights_T * logprobs_T).sum()
+
+
+def importance_sampling_loss(
+    logprobs_T: torch.Tensor, sampler_logprobs_T: torch.Tensor, advantages_T: torch.Tensor
+) -> torch.Tensor:
+    """REINFORCE corrected for the sampler being a step behind: -sum(ratio * advantages)."""
+    return -(torch.exp(logprobs_T - sampler_logprobs_T) * advantages_T).sum()
+
+
+@dataclass(frozen=True)
+class LossFn:
+    """A built-in loss: the float inputs it reads besides target_tokens, and its formula."""
+
+    inputs: tuple[str, ...]
+    compute: Callable[..., torch.Tensor]
+
+    def __call__(self, logprobs_T: torch.Tensor, datum: TrainingDatum) -> torch.Tensor:
+        return self.compute(
+            logprobs_T, *(torch.from_numpy(datum.loss_inputs[k]) for k in self.inputs)
+        )
+
+
+LOSS_FNS: dict[str, LossFn] = {
+    "cross_entropy": LossFn(("weights",), cross_entropy_loss),
+    "importance_sampling": LossFn(("logprobs", "advantages"), importance_sampling_loss),
+}
+
+
+class MalformedDatum(ValueError):
+    """A datum the loss function cannot use; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class TrainingDatum:
+    """One sequence as it arrived: real Kimi token ids and its per-target loss inputs."""
+
+    input_ids: np.ndarray  # (T,) int64, real ids
+    loss_inputs: Mapping[str, np.ndarray]  # target_tokens (T,) int64; float inputs (T,) float32
+
+
+def check_datum(datum: TrainingDatum, loss_fn: str, max_tokens: int) -> None:
+    """Raise MalformedDatum unless `datum` has exactly the inputs `loss_fn` needs, aligned."""
+    expected = {"target_tokens", *LOSS_FNS[loss_fn].inputs}
+    given = set(datum.loss_inputs)
+    if given != expected:
+        raise MalformedDatum(
+            f"{loss_fn} takes loss_fn_inputs {sorted(expected)}; got {sorted(given)}"
+        )
+    length = len(datum.input_ids)
+    if not 0 < length <= max_tokens:
+        raise MalformedDatum(f"model_input has {length} tokens; allowed 1 to {max_tokens}")
+    for name, values in datum.loss_inputs.items():
+        if values.shape != (length,):
+            raise MalformedDatum(
+                f"loss_fn_inputs[{name!r}] has shape {list(values.shape)}; "
+                f"it must be [{length}], one value per model_input token"
+            )
+        if name != "target_tokens" and not np.isfinite(values).all():
+            raise MalformedDatum(f"loss_fn_inputs[{name!r}] has non-finite values")
+
+
+@dataclass(frozen=True)
+class ForwardBackwardResult:
+    """Per-datum logprobs of the targets (T each) and the summed loss."""
+
+    logprobs: list[np.ndarray]
+    loss_sum: float
+
+
+class AdamW:
+    """AdamW over named parameters, with state that saves and restores by name.
+
+    The arithmetic matches `torch.optim.AdamW` (single-tensor path) operation for operation,
+    so a run here and a run with torch's optimizer agree to rounding.
+    """
+
+    def __init__(self, params: Mapping[str, torch.nn.Parameter]) -> None:
+        self.params = dict(params)
+        self.steps = 0
+        self.exp_avg = {name: torch.zeros_like(p) for name, p in self.params.items()}
+        self.exp_avg_sq = {name: torch.zeros_like(p) for name, p in self.params.items()}
+
+    @torch.no_grad()
+    def step(self, hp: AdamParams) -> float:
+        """Apply one update from the accumulated gradients, clear them, return their norm.
+
+        A parameter with no accumulated gradient counts as a zero gradient, so its moments
+        still decay and its step count stays the optimizer's.
+        """
+        grads = {
+            name: p.grad if p.grad is not None else torch.zeros_like(p)
+            for name, p in self.params.items()
+        }
+        grad_norm = torch.linalg.vector_norm(
+            torch.stack([torch.linalg.vector_norm(g) for g in grads.values()])
+        ).item()
+        if hp.grad_clip_norm > 0:
+            # torch.nn.utils.clip_grad_norm_'s rule: scale by max_norm / (norm + 1e-6), capped at 1.
+            scale = min(1.0, hp.grad_clip_norm / (grad_norm + 1e-6))
+            for g in grads.values():
+                g.mul_(scale)
+        self.steps += 1
+        bias_correction1 = 1 - hp.beta1**self.steps
+        bias_correction2_sqrt = math.sqrt(1 - hp.beta2**self.steps)
+        for name, p in self.params.items():
+            grad, exp_avg, exp_avg_sq = grads[name], self.exp_avg[name], self.exp_avg_sq[name]
+            p.mul_(1 - hp.learning_rate * hp.weight_decay)
+            exp_avg.lerp_(grad, 1 - hp.beta1)
+            exp_avg_sq.mul_(hp.beta2).addcmul_(grad, grad, value=1 - hp.beta2)
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(hp.eps)
+            p.addcdiv_(exp_avg, denom, value=-hp.learning_rate / bias_correction1)
+            p.grad = None
+        return grad_norm
+
+    def save(self, path: Path) -> None:
+        tensors = {f"{name}.exp_avg": t for name, t in self.exp_avg.items()}
+        tensors |= {f"{name}.exp_avg_sq": t for name, t in self.exp_avg_sq.items()}
+        save_file(tensors, path, metadata={"steps": str(self.steps)})
+
+    def load(self, path: Path) -> None:
+        with safe_open(path, "pt") as f, torch.no_grad():
+            for name in self.params:
+                self.exp_avg[name].copy_(f.get_tensor(f"{name}.exp_avg"))
+                self.exp_avg_sq[name].copy_(f.get_tensor(f"{name}.exp_avg_sq"))
+            self.steps = int(f.metadata()["steps"])
+
+    def reset(self) -> None:
+        self.steps = 0
+        for t in (*self.exp_avg.values(), *self.exp_avg_sq.values()):
+            t.zero_()
+
+
+class LoraTrainer:
+    """One Tinker training run: a PEFT LoRA adapter on a private copy of the base model."""
+
+    def __init__(
+        self,
+        base_model: torch.nn.Module,
+        vocab: CompactVocab,
+        lora_config: peft.LoraConfig,
+        *,
+        seed: int,
+        trained_groups: Sequence[str] = tuple(MODULE_GROUPS),
+    ) -> None:
+        # PEFT records the model's own name in adapter_config.json; Sail checks it's the course's.
+        base_model.name_or_path = lora_config.base_model_name_or_path
+        # LoRA A matrices are random; seed them without disturbing anyone else's RNG.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.model = peft.get_peft_model(base_model, lora_config)
+        frozen = {m for g in MODULE_GROUPS if g not in trained_groups for m in MODULE_GROUPS[g]}
+        for name, p in self.model.named_parameters():
+            if "lora_" in name and _module_name(name) in frozen:
+                p.requires_grad_(False)
+        self.vocab = vocab
+        self.optimizer = AdamW(
+            {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+        )
+
+    def forward_backward(
+        self, data: Sequence[TrainingDatum], loss_fn: str, *, backward: bool = True
+    ) -> ForwardBackwardResult:
+        """Logprobs and summed loss for `data`; with `backward`, accumulate its gradient.
+
+        The data must have passed `check_datum` (the server checks before queueing).
+        """
+        spec = LOSS_FNS[loss_fn]
+        logprobs: list[np.ndarray] = []
+        loss_sum = 0.0
+        for start in range(0, len(data), MICRO_BATCH):
+            chunk = data[start : start + MICRO_BATCH]
+            with torch.set_grad_enabled(backward):
+                logprobs_DT = self._target_logprobs(chunk)
+                losses = [spec(lp_T, d) for d, lp_T in zip(chunk, logprobs_DT, strict=True)]
+                loss = torch.stack(losses).sum()
+            if backward:
+                loss.backward()
+            loss_sum += loss.item()
+            logprobs.extend(lp.detach().numpy().astype(np.float32) for lp in logprobs_DT)
+        return ForwardBackwardResult(logprobs, loss_sum)
+
+    def _target_logprobs(self, data: Sequence[TrainingDatum]) -> list[torch.Tensor]:
+        """log p(target_t | input_<=t) for each datum, from one right-padded forward pass.
+
+        No attention mask is needed: attention is causal, so a real position never sees the
+        padding after it, and the padded positions' outputs are dropped.
+        """
+        lengths = [len(d.input_ids) for d in data]
+        input_ids_BT = torch.zeros((len(data), max(lengths)), dtype=torch.long)
+        target_ids_BT = torch.zeros_like(input_ids_BT)
+        for row, d in enumerate(data):
+            input_ids_BT[row, : lengths[row]] = torch.tensor(self.vocab.to_compact(d.input_ids))
+            target_ids_BT[row, : lengths[row]] = torch.tensor(
+                self.vocab.to_compact(d.loss_inputs["target_tokens"])
+            )
+        logits_BTV = self.model(input_ids=input_ids_BT, use_cache=False).logits
+        logprobs_BTV = torch.log_softmax(logits_BTV, dim=-1)
+        logprobs_BT = logprobs_BTV.gather(-1, target_ids_BT.unsqueeze(-1)).squeeze(-1)
+        return [logprobs_BT[row, :length] for row, length in enumerate(lengths)]
+
+    def optim_step(self, hp: AdamParams) -> dict[str, float]:
+        grad_norm = self.optimizer.step(hp)
+        return {"optim/grad_norm": grad_norm, "optim/learning_rate": hp.learning_rate}
+
+    def save(self, directory: Path, *, with_optimizer: bool) -> None:
+        """Write the PEFT adapter (what Sail loads) and, for a training state, the optimizer."""
+        self.model.save_pretrained(directory, save_embedding_layers=False)
+        (directory / "README.md").unlink(missing_ok=True)  # PEFT's model card: not an adapter file
+        if with_optimizer:
+            self.optimizer.save(directory / OPTIMIZER_FILE)
+
+    def load(self, directory: Path, *, with_optimizer: bool) -> None:
+        """Restore adapter weights; restore the optimizer too, or reset it (Tinker's load_state)."""
+        state = load_file(directory / "adapter_model.safetensors")
+        result = peft.set_peft_model_state_dict(self.model, state)
+        if result.unexpected_keys:
+            raise ValueError(f"checkpoint does not fit this adapter: {result.unexpected_keys}")
+        if with_optimizer:
+            self.optimizer.load(directory / OPTIMIZER_FILE)
+        else:
+            self.optimizer.reset()
+        for p in self.optimizer.params.values():
+            p.grad = None
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """Copies of the adapter's trainable tensors by name (for tests and comparisons)."""
+        return {name: p.detach().clone() for name, p in self.optimizer.params.items()}
+
+
+def _module_name(param_name: str) -> str:
+    """`...layers.0.self_attn.q_proj.lora_A.default.weight` -> `q_proj`."""
+    parts = param_name.split(".")
+    return parts[parts.index(next(p for p in parts if p.startswith("lora_"))) - 1]

@@ -1,0 +1,39 @@
+"""Shared fixtures: one local stack per test session, in a temporary storage dir."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from helpers.local.stack import LocalStack, start_local_stack, stop_local_stack
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """The local Sail + Tinker server, SDK environment pointed at it; stopped at session end."""
+    os.environ["COURSE_LOCAL_STACK_DIR"] = str(tmp_path_factory.mktemp("local-stack"))
+    yield start_local_stack()
+    stop_local_stack()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any local stack server this session started is still alive."""
+    stop_local_stack()
+    leftovers = [
+        p.pid
+        for p in psutil.Process().children(recursive=True)
+        if "helpers.local" in " ".join(_cmdline(p)) and p.is_running()
+    ]
+    if leftovers:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nlocal stack processes left running: {leftovers}")
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []

@@ -1,0 +1,118 @@
+"""The tiny local model: its vocabulary, loading contract, sampler and base-model quality."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from helpers.data import all_problems, arithmetic_dataset
+from helpers.local.build_base import Problem, evaluate, kimi_k26_renderer, prompt_tokens
+from helpers.local.model import (
+    ADAPTER_CONFIG_PATH,
+    BASE_MODEL_NAME,
+    WEIGHTS_PATH,
+    adapter_config_for,
+    load_base_model,
+)
+from helpers.local.sampler import SamplingParams, sample_batch, sampling_logprobs
+from helpers.local.vocab import UNK_COMPACT_ID, CompactVocab
+
+IM_END, THINK, THINK_END = 163586, 163606, 163607
+
+
+@pytest.fixture(scope="module")
+def renderer():
+    return kimi_k26_renderer()
+
+
+@pytest.fixture(scope="module")
+def base():
+    torch.set_num_threads(1)
+    return load_base_model()
+
+
+def test_vocab_covers_every_prompt_and_the_specials(renderer, base):
+    _, vocab = base
+    for row in all_problems():
+        real = prompt_tokens(renderer, row["question"])
+        assert UNK_COMPACT_ID not in vocab.to_compact(real)
+        assert vocab.to_real(vocab.to_compact(real)) == real
+    assert UNK_COMPACT_ID not in vocab.to_compact([IM_END, THINK, THINK_END])
+    assert vocab.to_compact([7, 10**6]) == [UNK_COMPACT_ID, UNK_COMPACT_ID]
+
+
+def test_vocab_saves_and_loads(tmp_path, base):
+    _, vocab = base
+    vocab.save(tmp_path / "vocab.json")
+    assert CompactVocab.load(tmp_path / "vocab.json") == vocab
+
+
+def test_load_base_model_gives_a_fresh_untied_fp32_model(base):
+    model, vocab = base
+    other, _ = load_base_model()
+    assert other is not model and not other.training
+    assert model.config.vocab_size == vocab.size
+    assert not model.config.tie_word_embeddings
+    assert model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr()
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    with torch.no_grad():
+        other.lm_head.weight.zero_()
+    assert model.lm_head.weight.abs().sum() > 0
+    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    assert set(json.loads(ADAPTER_CONFIG_PATH.read_text())["target_modules"]) <= names
+    assert WEIGHTS_PATH.stat().st_size <= 2 * 1024**2
+
+
+def test_adapter_config_follows_the_course_config():
+    course = json.loads(ADAPTER_CONFIG_PATH.read_text())
+    config = adapter_config_for(8)
+    assert config.r == 8 and config.lora_alpha == course["lora_alpha"]
+    assert set(config.target_modules) == set(course["target_modules"])
+    assert config.lora_dropout == 0.0
+    assert config.base_model_name_or_path == BASE_MODEL_NAME
+
+
+def _forward_logprobs(model, prompt: list[int], tokens: list[int]) -> torch.Tensor:
+    """Log-probabilities of `tokens` after `prompt` from one plain forward pass."""
+    with torch.no_grad():
+        logits_TV = model(input_ids=torch.tensor([prompt + tokens])).logits[0]
+    logp_TV = torch.log_softmax(logits_TV[len(prompt) - 1 : -1], dim=-1)
+    return logp_TV.gather(-1, torch.tensor(tokens)[:, None]).squeeze(-1)
+
+
+def test_batched_sampling_reports_the_model_logprobs(renderer, base):
+    """Left padding and the KV cache must not change a row's distribution."""
+    model, vocab = base
+    questions = ["What is 3 plus 4?", "Sara has 17 stickers and gives away 12. How many left?"]
+    prompts = [vocab.to_compact(prompt_tokens(renderer, q)) for q in questions]
+    stop = frozenset(vocab.to_compact([IM_END]))
+    params = [SamplingParams(40, 1.0, 1.0, stop), SamplingParams(5, 1.0, 1.0, stop)]
+    completions = sample_batch(model, prompts, params, torch.Generator().manual_seed(0))
+    for prompt, done in zip(prompts, completions, strict=True):
+        expected = _forward_logprobs(model, prompt, done.tokens)
+        assert torch.allclose(torch.tensor(done.logprobs), expected, atol=1e-4)
+    assert completions[1].stop_reason == "length" and len(completions[1].tokens) == 5
+
+
+def test_top_p_and_temperature_logprobs_are_the_sampling_distribution():
+    logits_BV = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    assert torch.allclose(
+        sampling_logprobs(logits_BV, 0.5, 1.0), torch.log_softmax(logits_BV * 2, -1)
+    )
+    nucleus = sampling_logprobs(logits_BV, 1.0, 0.9).exp()[0]
+    probs = torch.softmax(logits_BV, -1)[0]
+    assert nucleus[3] == 0 and torch.isclose(nucleus.sum(), torch.tensor(1.0))
+    assert torch.allclose(nucleus[:3], probs[:3] / probs[:3].sum())
+
+
+def test_base_model_mostly_answers_in_format_and_often_correctly(renderer, base):
+    """Guards the warm-up: imperfect at T=1 (room for RL), mostly right when greedy."""
+    model, vocab = base
+    held_out = [Problem.from_row(r) for r in arithmetic_dataset()["held_out"]][:200]
+    sampled = evaluate(model, vocab, renderer, held_out, temperature=1.0)
+    greedy = evaluate(model, vocab, renderer, held_out, temperature=0.0)
+    assert 0.6 <= sampled["format"] <= 0.95
+    assert 0.2 <= sampled["accuracy_given_format"] <= 0.7
+    assert greedy["accuracy"] >= 0.6
