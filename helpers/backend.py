@@ -31,7 +31,7 @@ CLOUD_HELD_OUT_ROWS = 200
 # needs the guide's small learning rate; the local tiny model answers in ~20 tokens and,
 # with ~100k parameters, needs a much larger one.
 BACKEND_DEFAULTS = {
-    "local": {"max_tokens": 48, "learning_rate": 2e-3},
+    "local": {"max_tokens": 24, "learning_rate": 1e-3},
     "cloud": {"max_tokens": 1024, "learning_rate": 1e-5},
 }
 
