@@ -9,7 +9,12 @@ from IPython.display import display
 from matplotlib.figure import Figure
 
 TRAIN_SERIES = [("reward", "mean reward"), ("correct", "correct rate"), ("format", "format rate")]
-EVAL_KEYS = [("reward", "mean reward"), ("correct", "correct"), ("format", "format")]
+EVAL_KEYS = [
+    ("reward", "mean reward"),
+    ("correct", "correct"),
+    ("format", "format"),
+    ("correct_given_format", "correct, of\nwell-formed"),
+]
 
 
 class LiveRewardPlot:
@@ -31,16 +36,16 @@ def _draw_training_curves(ax, records: list[dict]) -> None:
     for key, label in TRAIN_SERIES:
         ax.plot(steps, [r[key] for r in records], marker="o", markersize=3, label=label)
     ax.set_xlabel("step")
-    ax.set_ylabel("on this step's training rollouts")
+    ax.set_ylabel("mean reward / rate")
     ax.set_ylim(-0.15, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    ax.set_title("Training rollouts per step")
+    ax.set_title("This step's training rollouts")
 
 
 def summary_figure(records: list[dict], before: dict, after: dict, path: Path) -> Figure:
     """Training curves (left) and held-out scores before vs after training (right), saved as PNG."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), width_ratios=[3, 2])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), width_ratios=[3, 2.4])
     _draw_training_curves(left, records)
     width = 0.38
     xs = range(len(EVAL_KEYS))
@@ -51,7 +56,8 @@ def summary_figure(records: list[dict], before: dict, after: dict, path: Path) -
     right.set_xticks(list(xs), [label for _, label in EVAL_KEYS])
     right.set_ylim(min(0.0, before["reward"], after["reward"]) - 0.05, 1.1)
     right.axhline(0, color="black", linewidth=0.6)
-    right.set_title(f"Held-out problems ({after['samples']} samples each)")
+    gain = after["reward"] - before["reward"]
+    right.set_title(f"Held-out: {after['samples']} samples each, reward {gain:+.3f}")
     right.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

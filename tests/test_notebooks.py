@@ -39,6 +39,7 @@ SMALL_PARAMETERS = {
         "eval_samples": 1,
         "run_name": "papermill-small",
     },
+    "04_sandboxed_rollouts.ipynb": {"group_size": 2, "simulated_boot_seconds": 0.2},
 }
 
 
