@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import sys
 
@@ -61,7 +62,15 @@ def serve(port: int, parent_pid: int | None) -> None:
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
     app.on_startup.append(announce)
+    app.on_shutdown.append(_ignore_further_sigterms)
     web.run_app(app, sock=sock, print=None, handle_signals=True)
+
+
+async def _ignore_further_sigterms(app: web.Application) -> None:
+    """A stopping kernel sends two SIGTERMs (stop_local_stack, then PR_SET_PDEATHSIG); a
+    second one during shutdown would abort aiohttp's cleanup with a traceback."""
+    asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 async def _watch_parent(app: web.Application, parent_pid: int) -> None:
