@@ -40,7 +40,7 @@ def _draw_training_curves(ax, records: list[dict]) -> None:
     ax.set_ylim(-0.15, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    ax.set_title("This step's training rollouts")
+    ax.set_title("Training rollouts, per step")
 
 
 def summary_figure(records: list[dict], before: dict, after: dict, path: Path) -> Figure:

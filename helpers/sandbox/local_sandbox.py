@@ -259,7 +259,8 @@ class LocalSandbox:
         )
         stderr = outcome.stderr_text
         if outcome.timed_out:
-            stderr = f"{stderr}command timed out after {timeout} seconds"
+            separator = "" if not stderr or stderr.endswith("\n") else "\n"
+            stderr = f"{stderr}{separator}command timed out after {timeout} seconds"
         return SandboxResult(
             stdout=outcome.stdout_text,
             stderr=stderr,
