@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from helpers.local.build_base import kimi_k26_renderer
+from helpers.local.model import load_base_model
 from helpers.local.stack import LocalStack, start_local_stack, stop_local_stack
 
 
@@ -17,6 +19,21 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
     os.environ["COURSE_LOCAL_STACK_DIR"] = str(tmp_path_factory.mktemp("local-stack"))
     yield start_local_stack()
     stop_local_stack()
+
+
+@pytest.fixture(scope="session")
+def renderer():
+    """The real kimi_k26 renderer on the offline Kimi K2.6 tokenizer."""
+    return kimi_k26_renderer()
+
+
+@pytest.fixture(scope="session")
+def base():
+    """The tiny base model and its vocabulary (one thread, as the local stack runs it)."""
+    import torch
+
+    torch.set_num_threads(1)
+    return load_base_model()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import torch
 
 from helpers.data import all_problems, arithmetic_dataset
-from helpers.local.build_base import Problem, evaluate, kimi_k26_renderer, prompt_tokens
+from helpers.local.build_base import Problem, evaluate, prompt_tokens
 from helpers.local.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,
@@ -20,17 +19,6 @@ from helpers.local.sampler import SamplingParams, sample_batch, sampling_logprob
 from helpers.local.vocab import UNK_COMPACT_ID, CompactVocab
 
 IM_END, THINK, THINK_END = 163586, 163606, 163607
-
-
-@pytest.fixture(scope="module")
-def renderer():
-    return kimi_k26_renderer()
-
-
-@pytest.fixture(scope="module")
-def base():
-    torch.set_num_threads(1)
-    return load_base_model()
 
 
 def test_vocab_covers_every_prompt_and_the_specials(renderer, base):

@@ -25,7 +25,6 @@ import torch
 import urllib3
 from tinker_cookbook import renderers
 
-from helpers.local.build_base import kimi_k26_renderer
 from helpers.local.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,
@@ -42,17 +41,6 @@ QUESTIONS = [
     "Sara has 17 stickers and gives away 12. How many stickers does Sara have left?",
 ]
 HTTP = urllib3.PoolManager(retries=False)
-
-
-@pytest.fixture(scope="module")
-def renderer():
-    return kimi_k26_renderer()
-
-
-@pytest.fixture(scope="module")
-def base():
-    torch.set_num_threads(1)
-    return load_base_model()
 
 
 @pytest.fixture

@@ -71,13 +71,6 @@ def test_prose_reference_matches_its_final_number() -> None:
     assert not answer_matches("12", reference)
 
 
-@pytest.fixture(scope="module")
-def renderer():
-    from tinker_cookbook import renderers
-
-    return renderers.get_renderer("kimi_k26", tokenizer=offline_kimi_tokenizer())
-
-
 def score(renderer, completion: str, answer: str = "7 + 12 = 19.") -> tuple[float, dict]:
     env = MathEnv("What is 7 plus 12?", answer, renderer)
     result = asyncio.run(env.step(offline_kimi_tokenizer().encode(completion)))
