@@ -108,9 +108,9 @@ def test_01_bad_backend_fails_fast_in_one_sentence(
         run_env.pop(name)
     started = time.monotonic()
     code, log = finish(papermill("01_scoring.ipynb", tmp_path / "out.ipynb", parameters, run_env))
-    assert code != 0
-    assert time.monotonic() - started < 10
+    assert code != 0 and time.monotonic() - started < 30  # whole process: hangs only
     executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert executed.metadata.papermill.duration < 10
     [error] = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert error.ename == "CourseConfigError" and expected in error.evalue
     assert len(error.traceback) == 1  # one sentence, no wall of traceback
@@ -132,19 +132,28 @@ def test_01_bad_backend_fails_fast_in_one_sentence(
 def test_03_invalid_parameter_fails_within_5_s(
     name: str, value: object, expected: str, run_env: dict, tmp_path: Path
 ) -> None:
+    """The check runs before anything slow: the run fails in the first code cell after the
+    parameters, within 5 s of papermill starting the notebook (kernel start included).
+
+    Python's own start-up and papermill's imports come before that clock and vary with
+    the machine's load, so the whole process gets a loose bound that only catches hangs.
+    """
     started = time.monotonic()
     out = tmp_path / "out.ipynb"
     code, log = finish(papermill("03_training_loop.ipynb", out, {name: value}, run_env))
-    elapsed = time.monotonic() - started
-    assert code != 0
-    [error] = [
-        o
-        for c in nbformat.read(out, as_version=4).cells
+    assert code != 0 and time.monotonic() - started < 30
+    executed = nbformat.read(out, as_version=4)
+    failing = [
+        (i, o)
+        for i, c in enumerate(executed.cells)
         for o in c.get("outputs", [])
         if o.output_type == "error"
     ]
+    [(index, error)] = failing
     assert expected in error.evalue and name in error.evalue
-    assert elapsed < 5, f"took {elapsed:.1f} s"
+    assert "check_training_params" in executed.cells[index].source  # nothing heavy ran first
+    duration = executed.metadata.papermill.duration
+    assert duration < 5, f"the notebook took {duration:.1f} s to fail"
 
 
 def kill_everything_started_with(env: dict) -> None:
