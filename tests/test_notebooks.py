@@ -19,9 +19,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 FAKE_KEYS = {
-    "TINKER_API_KEY": "tml-FAKEKEYforTESTSdoNOTuse0123456789abcdef",
-    "SAIL_API_KEY": "sk_FAKEKEYforTESTSdoNOTuse0123456789abcdef",
-    "HF_TOKEN": "hf_FAKEKEYforTESTSdoNOTuse0123456789abcdef",
+    "TINKER_API_KEY": "tml-fake-leak-canary-tinker-7f3a",
+    "SAIL_API_KEY": "sk_fake_leak_canary_sail_7f3a",
+    "HF_TOKEN": "hf_fake_leak_canary_hub_7f3a",
 }
 # Small, non-default parameters for each notebook.
 SMALL_PARAMETERS = {
