@@ -34,5 +34,5 @@ bench: $(STAMP)
 	@for b in bench/[a-z]*.py; do echo "== $$b"; $(PYTHON) -m bench.$$(basename $$b .py) || exit 1; done
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check helpers tests bench scripts notebooks
-	$(VENV)/bin/ruff format --check helpers tests bench scripts notebooks
+	$(VENV)/bin/ruff check helpers local_stack tests bench scripts notebooks
+	$(VENV)/bin/ruff format --check helpers local_stack tests bench scripts notebooks

@@ -208,8 +208,8 @@ async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int) -> None
     from tinker_cookbook.tokenizer_utils import get_tokenizer
 
     from helpers.data import arithmetic_dataset
-    from helpers.local.stack import start_local_stack, stop_local_stack
-    from helpers.tokenizer import register_offline_kimi_tokenizer
+    from helpers.kimi import register_offline_kimi_tokenizer
+    from local_stack.supervisor import start_local_stack, stop_local_stack
 
     # sail's archive-URL call logs a deprecation error and a warning on every step.
     logging.getLogger("tinker.lib.public_interfaces.rest_client").setLevel(logging.CRITICAL)

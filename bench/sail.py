@@ -17,10 +17,10 @@ import sail.tinker
 import urllib3
 
 from helpers.data import arithmetic_dataset
-from helpers.local.build_base import kimi_k26_renderer
-from helpers.local.model import BASE_MODEL_NAME
-from helpers.local.stack import start_local_stack, stop_local_stack
 from helpers.scoring import QUESTION_SUFFIX
+from local_stack.engine.build_base import kimi_k26_renderer
+from local_stack.engine.model import BASE_MODEL_NAME
+from local_stack.supervisor import start_local_stack, stop_local_stack
 
 ROLLOUTS = 64
 MAX_TOKENS = 48

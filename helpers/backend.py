@@ -85,8 +85,8 @@ def connect(backend: str = "local") -> Course:
 def _start_local() -> tuple[list[dict], list[dict]]:
     # Imported here so the cloud path never loads the local stack.
     from helpers.data import arithmetic_dataset
-    from helpers.local.stack import start_local_stack
-    from helpers.tokenizer import register_offline_kimi_tokenizer
+    from helpers.kimi import register_offline_kimi_tokenizer
+    from local_stack.supervisor import start_local_stack
 
     register_offline_kimi_tokenizer()
     start_local_stack()
@@ -97,7 +97,7 @@ def _start_local() -> tuple[list[dict], list[dict]]:
 def _stop_local() -> None:
     """Switching a kernel from local to cloud: stop the stack, restoring the SDK variables
     (the keys and base URLs from your shell) that the local stack had replaced."""
-    from helpers.local.stack import stop_local_stack
+    from local_stack.supervisor import stop_local_stack
 
     stop_local_stack()
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from helpers.local.build_base import kimi_k26_renderer
-from helpers.local.model import load_base_model
-from helpers.local.stack import LocalStack, start_local_stack, stop_local_stack
+from local_stack.engine.build_base import kimi_k26_renderer
+from local_stack.engine.model import load_base_model
+from local_stack.supervisor import LocalStack, start_local_stack, stop_local_stack
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +42,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     leftovers = [
         p.pid
         for p in psutil.Process().children(recursive=True)
-        if "helpers.local" in " ".join(_cmdline(p)) and p.is_running()
+        if "local_stack" in " ".join(_cmdline(p)) and p.is_running()
     ]
     if leftovers:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -22,7 +22,7 @@ import asyncio, json
 import datasets
 import helpers.backend as backend
 from helpers.data import arithmetic_dataset
-from helpers.tokenizer import register_offline_kimi_tokenizer
+from helpers.kimi import register_offline_kimi_tokenizer
 from helpers.training import LoopSettings, evaluate, run_step
 from helpers.serving import sail_policy
 
@@ -66,7 +66,7 @@ def test_cloud_path_runs_against_the_local_stack(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "helpers.local",
+            "local_stack",
             "serve",
             "--port",
             "0",

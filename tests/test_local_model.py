@@ -7,16 +7,16 @@ import json
 import torch
 
 from helpers.data import all_problems, arithmetic_dataset
-from helpers.local.build_base import Problem, evaluate, prompt_tokens
-from helpers.local.model import (
+from local_stack.engine.build_base import Problem, evaluate, prompt_tokens
+from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,
     WEIGHTS_PATH,
     adapter_config_for,
     load_base_model,
 )
-from helpers.local.sampler import SamplingParams, sample_batch, sampling_logprobs
-from helpers.local.vocab import UNK_COMPACT_ID, CompactVocab
+from local_stack.engine.sampler import SamplingParams, sample_batch, sampling_logprobs
+from local_stack.engine.vocab import UNK_COMPACT_ID, CompactVocab
 
 IM_END, THINK, THINK_END = 163586, 163606, 163607
 

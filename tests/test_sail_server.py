@@ -25,14 +25,14 @@ import torch
 import urllib3
 from tinker_cookbook import renderers
 
-from helpers.local.model import (
+from helpers.scoring import QUESTION_SUFFIX, extract_boxed
+from local_stack.config import REPO_ROOT
+from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,
     adapter_config_for,
     load_base_model,
 )
-from helpers.local.stack import REPO_ROOT
-from helpers.scoring import QUESTION_SUFFIX, extract_boxed
 
 QUESTIONS = [
     "Tom has 3 apples and buys 4 more. How many apples does Tom have now?",
@@ -275,7 +275,7 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     """SIGKILL the process that started a stack: its server must not survive it."""
     script = (
         "import os, sys, time\n"
-        "from helpers.local.stack import start_local_stack\n"
+        "from local_stack.supervisor import start_local_stack\n"
         "stack = start_local_stack()\n"
         "print(stack.pid, flush=True)\n"
         "time.sleep(600)\n"

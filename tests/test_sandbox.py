@@ -26,18 +26,17 @@ from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWith
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
 
-from helpers.sandbox import (
+from helpers.harbor_task import load_harbor_task
+from helpers.kimi import MODEL_NAME, offline_kimi_tokenizer, register_offline_kimi_tokenizer
+from helpers.shell_env import ShellTaskGroupBuilder, extract_bash_script
+from local_stack.sandbox import (
     LocalSandbox,
     ResourceLimits,
     SandboxUnavailableError,
-    ShellTaskGroupBuilder,
-    extract_bash_script,
     isolation,
-    load_harbor_task,
     local_sandbox_factory,
 )
-from helpers.sandbox.local_sandbox import OUTPUT_CEILING_BYTES
-from helpers.tokenizer import MODEL_NAME, offline_kimi_tokenizer, register_offline_kimi_tokenizer
+from local_stack.sandbox.local_sandbox import OUTPUT_CEILING_BYTES
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "sum_numbers"
 ENV_DIR = TASK_DIR / "environment"

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.kimi import offline_kimi_tokenizer
 from helpers.scoring import (
     MathEnv,
     MathGroupBuilder,
@@ -16,7 +17,6 @@ from helpers.scoring import (
     final_answer,
     normalize_answer,
 )
-from helpers.tokenizer import offline_kimi_tokenizer
 
 END = "<|im_end|>"
 

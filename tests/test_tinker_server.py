@@ -30,9 +30,9 @@ import torch
 from aiohttp import web
 from tinker import types
 
-from helpers.local import tinker_server
-from helpers.local.checkpoints import CheckpointRef
-from helpers.local.tinker_server import SERVICE, RequestSequencer, TinkerService
+from local_stack.engine.checkpoints import CheckpointRef
+from local_stack.tinker import server as tinker_server
+from local_stack.tinker.server import SERVICE, RequestSequencer, TinkerService
 
 MODEL = "moonshotai/Kimi-K2.6"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def fails_fast(error: type[BaseException], match: str | None = None) -> Iterator
 
 def rl_datum(n_prompt: int = 6, n_completion: int = 5, seed: int = 0) -> types.Datum:
     """An importance_sampling datum over real Kimi ids of the local vocabulary."""
-    vocab = json.loads((REPO_ROOT / "helpers/local/base_model/vocab.json").read_text())
+    vocab = json.loads((REPO_ROOT / "local_stack/engine/base_model/vocab.json").read_text())
     rng = np.random.default_rng(seed)
     tokens = rng.choice(vocab["real_ids"], size=n_prompt + n_completion).tolist()
     length = len(tokens) - 1
@@ -190,9 +190,9 @@ def test_guide_sections_2_and_3_run_on_the_local_stack(local_stack):
     from tinker_cookbook.tokenizer_utils import get_tokenizer
 
     from helpers.data import arithmetic_dataset
-    from helpers.local.stack import start_local_stack
+    from helpers.kimi import register_offline_kimi_tokenizer
     from helpers.scoring import MathGroupBuilder
-    from helpers.tokenizer import register_offline_kimi_tokenizer
+    from local_stack.supervisor import start_local_stack
 
     start_local_stack()  # the session's stack (conftest); this points the SDKs back at it
 

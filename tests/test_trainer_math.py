@@ -15,15 +15,15 @@ import torch
 import transformers
 from tinker.types import AdamParams
 
-from helpers.local.model import tiny_llama_config
-from helpers.local.trainer import (
+from local_stack.engine.model import tiny_llama_config
+from local_stack.engine.trainer import (
     AdamW,
     LoraTrainer,
     MalformedDatum,
     TrainingDatum,
     check_datum,
 )
-from helpers.local.vocab import CompactVocab
+from local_stack.engine.vocab import CompactVocab
 
 RTOL = 1e-5
 REAL_IDS = range(1000, 1040)  # the compact vocabulary's real ids; 5 is the unknown token

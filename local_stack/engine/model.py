@@ -1,6 +1,6 @@
 """The tiny local stand-in for Kimi K2.6: a two-layer Llama over a compact Kimi vocabulary.
 
-`helpers.local.build_base` trains its base weights; everything else (the Sail sampler, the
+`local_stack.engine.build_base` trains its base weights; everything else (the Sail sampler, the
 Tinker trainer) loads them through `load_base_model` and applies LoRA adapters built from
 `adapter_config_for`, so both sides of the stack agree on one architecture and one config.
 """
@@ -15,7 +15,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from helpers.local.vocab import CompactVocab
+from local_stack.engine.vocab import CompactVocab
 
 BASE_MODEL_NAME = "moonshotai/Kimi-K2.6"
 BASE_MODEL_DIR = Path(__file__).parent / "base_model"
@@ -64,7 +64,9 @@ def load_base_model() -> tuple[transformers.LlamaForCausalLM, CompactVocab]:
     Fresh on every call because callers wrap it with PEFT, which mutates the module tree.
     """
     if not WEIGHTS_PATH.exists():
-        raise FileNotFoundError(f"{WEIGHTS_PATH} missing: run `python -m helpers.local.build_base`")
+        raise FileNotFoundError(
+            f"{WEIGHTS_PATH} missing: run `python -m local_stack.engine.build_base`"
+        )
     vocab = CompactVocab.load(VOCAB_PATH)
     model = new_model(vocab.size)
     state = {name: tensor.float() for name, tensor in load_file(WEIGHTS_PATH).items()}

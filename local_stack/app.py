@@ -1,7 +1,7 @@
 """The local stack's one HTTP server: Sail and Tinker APIs on a single loopback port.
 
-`python -m helpers.local serve --port 0` runs it in the foreground (that is how
-`helpers.local.stack` starts it). With port 0 the socket is bound first, so the Tinker
+`python -m local_stack serve --port 0` runs it in the foreground (that is how
+`local_stack.supervisor` starts it). With port 0 the socket is bound first, so the Tinker
 routes know the public URL they must hand out in archive links.
 """
 
@@ -17,20 +17,17 @@ import sys
 import torch
 from aiohttp import web
 
-from helpers.local import sail_server, tinker_server
-from helpers.local.stack import storage_dir
+from local_stack import config
+from local_stack.sail import server as sail_server
+from local_stack.tinker import server as tinker_server
 
-HOST = "127.0.0.1"
 PARENT_POLL_SECONDS = 0.5
-# One torch thread: the model's ops are tiny, and on a two-core machine shared with a
-# notebook kernel two threads spin against each other (measured 5-10x slower under load).
-TORCH_THREADS = int(os.environ.get("COURSE_LOCAL_TORCH_THREADS", "1"))
 
 
 def make_app(public_url: str) -> web.Application:
     """Both APIs plus `GET /healthz`; `app["storage_dir"]` is the persistent storage dir."""
     app = web.Application(client_max_size=256 * 1024**2)
-    app["storage_dir"] = storage_dir()
+    app["storage_dir"] = config.storage_dir()
     app["public_url"] = public_url
     app.router.add_get("/healthz", healthz)
     sail_server.setup(app)
@@ -46,11 +43,11 @@ async def healthz(request: web.Request) -> web.Response:
 
 def serve(port: int, parent_pid: int | None) -> None:
     """Serve until SIGINT/SIGTERM, or until the parent process goes away."""
-    torch.set_num_threads(TORCH_THREADS)
+    torch.set_num_threads(config.torch_threads())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((HOST, port))
-    url = f"http://{HOST}:{sock.getsockname()[1]}"
+    sock.bind((config.HOST, port))
+    url = f"http://{config.HOST}:{sock.getsockname()[1]}"
     app = make_app(url)
     if parent_pid is not None:
         app.on_startup.append(lambda app: _watch_parent(app, parent_pid))

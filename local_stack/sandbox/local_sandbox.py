@@ -29,9 +29,9 @@ from pathlib import Path
 from tinker_cookbook.exceptions import SandboxError
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult, SandboxTerminatedError
 
-from helpers.sandbox import isolation
-from helpers.sandbox.harbor_task import dockerfile_workdir
-from helpers.sandbox.isolation import ResourceLimits, SandboxIdentity
+from helpers.harbor_task import dockerfile_workdir
+from local_stack.sandbox import isolation
+from local_stack.sandbox.isolation import ResourceLimits, SandboxIdentity
 
 DEFAULT_LIMITS = ResourceLimits()
 

@@ -30,7 +30,7 @@ from tinker_cookbook.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, 
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-from helpers.sandbox.harbor_task import HarborTaskDir, load_harbor_task
+from helpers.harbor_task import HarborTaskDir, load_harbor_task
 
 logger = logging.getLogger(__name__)
 

@@ -29,13 +29,13 @@ import peft
 import torch
 from aiohttp import web
 
-from helpers.local.compute import run_compute
-from helpers.local.model import BASE_MODEL_NAME, MAX_CONTEXT_TOKENS, load_base_model
-from helpers.local.sampler import Completion, SamplingParams, sample_batch
-from helpers.local.scripted import SCRIPTED_MODEL_NAME, scripted_completion
-from helpers.local.stack import SAIL_API_KEY
-from helpers.local.vocab import CompactVocab
-from helpers.tokenizer import offline_kimi_tokenizer
+from helpers.kimi import offline_kimi_tokenizer
+from helpers.scripted_policy import SCRIPTED_MODEL_NAME, scripted_completion
+from local_stack.config import SAIL_API_KEY
+from local_stack.engine.compute import run_compute
+from local_stack.engine.model import BASE_MODEL_NAME, MAX_CONTEXT_TOKENS, load_base_model
+from local_stack.engine.sampler import Completion, SamplingParams, sample_batch
+from local_stack.engine.vocab import CompactVocab
 
 COMPLETION_WINDOWS = ("balanced", "flex")
 RETIRED_COMPLETION_WINDOWS = ("priority", "15m")
@@ -427,7 +427,7 @@ class SailService:
         return stored
 
     def _create_scripted(self, request: dict[str, Any]) -> StoredResponse:
-        """Notebook 04's scripted shell policy (see helpers.local.scripted): answered at once."""
+        """Notebook 04's scripted shell policy (see helpers.scripted_policy): answered at once."""
         stop = request.get("stop") or []
         max_tokens = request.get("max_output_tokens") or MAX_CONTEXT_TOKENS
         try:

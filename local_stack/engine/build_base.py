@@ -1,4 +1,4 @@
-"""Build the tiny model's vocabulary and base weights: `python -m helpers.local.build_base`.
+"""Build the tiny model's vocabulary and base weights: `python -m local_stack.engine.build_base`.
 
 The base model is a short supervised warm-up on the local arithmetic set's train split,
 written in the `kimi_k26` renderer's format: after the prompt's `<think>`,
@@ -33,10 +33,16 @@ import torch
 from safetensors.torch import save_file
 
 from helpers.data import all_problems, arithmetic_dataset
-from helpers.local.model import BASE_MODEL_DIR, VOCAB_PATH, WEIGHTS_PATH, load_base_model, new_model
-from helpers.local.sampler import SamplingParams, sample_batch
-from helpers.local.vocab import UNK_COMPACT_ID, CompactVocab
 from helpers.scoring import QUESTION_SUFFIX, answer_matches, extract_boxed
+from local_stack.engine.model import (
+    BASE_MODEL_DIR,
+    VOCAB_PATH,
+    WEIGHTS_PATH,
+    load_base_model,
+    new_model,
+)
+from local_stack.engine.sampler import SamplingParams, sample_batch
+from local_stack.engine.vocab import UNK_COMPACT_ID, CompactVocab
 
 SEED = 0
 # One thread: with anything else running on the two cores, two threads ran 5-10x slower
@@ -67,7 +73,7 @@ def kimi_k26_renderer() -> Any:
     """The real cookbook `kimi_k26` renderer, on the offline Kimi tokenizer."""
     from tinker_cookbook import renderers, tokenizer_utils
 
-    from helpers.tokenizer import MODEL_NAME, register_offline_kimi_tokenizer
+    from helpers.kimi import MODEL_NAME, register_offline_kimi_tokenizer
 
     register_offline_kimi_tokenizer()
     return renderers.get_renderer("kimi_k26", tokenizer=tokenizer_utils.get_tokenizer(MODEL_NAME))

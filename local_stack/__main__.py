@@ -1,15 +1,15 @@
-"""`python -m helpers.local [start]` runs the local stack for a human; `serve` is the server."""
+"""`python -m local_stack [start]` runs the local stack for a human; `serve` is the server."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from helpers.local.stack import SAIL_API_KEY
+from local_stack.config import SAIL_API_KEY, TINKER_API_KEY
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m helpers.local", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m local_stack", description=__doc__)
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="run the server in the foreground")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -17,7 +17,7 @@ def main() -> None:
     commands.add_parser("start", help="start the stack and print how to use it (default)")
     args = parser.parse_args()
     if args.command == "serve":
-        from helpers.local.server import serve as run_server
+        from local_stack.app import serve as run_server
 
         run_server(args.port, args.parent_pid)
     else:
@@ -26,7 +26,7 @@ def main() -> None:
 
 def start_for_a_human() -> None:
     """Start the stack, print the variables to export (fake local keys only), wait for Ctrl-C."""
-    from helpers.local.stack import TINKER_API_KEY, start_local_stack, stop_local_stack
+    from local_stack.supervisor import start_local_stack, stop_local_stack
 
     stack = start_local_stack()
     print(f"local stack running at {stack.url} (pid {stack.pid}); storage {stack.storage_dir}")

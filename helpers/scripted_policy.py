@@ -28,7 +28,7 @@ def scripted_completion(
     metadata: dict[str, str], stop: Sequence[int], max_tokens: int, rng: random.Random
 ) -> tuple[list[int], list[float], str]:
     """Pick a reply: its real Kimi token ids, their logprobs, and the stop reason."""
-    from helpers.tokenizer import offline_kimi_tokenizer
+    from helpers.kimi import offline_kimi_tokenizer
 
     replies = json.loads(metadata.get(REPLIES_KEY, "null"))
     if not isinstance(replies, list) or not replies or not all(isinstance(r, str) for r in replies):

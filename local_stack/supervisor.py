@@ -21,26 +21,16 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# Obviously fake keys: the local server accepts only these, and they are safe to print.
-SAIL_API_KEY = "sk_local_stack"
-TINKER_API_KEY = "tml-local-stack"
+from local_stack import config
+
 START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 10.0
 PR_SET_PDEATHSIG = 1
 _NO_PROXY_NAMES = ("NO_PROXY", "no_proxy")
-_LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 
 # PR_SET_PDEATHSIG fires when the *thread* that forked dies, so the server is spawned from
 # this executor's thread, which lives as long as the interpreter.
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stack")
-
-
-def storage_dir() -> Path:
-    """Where the stack keeps checkpoints; persists across restarts so runs can resume."""
-    path = Path(os.environ.get("COURSE_LOCAL_STACK_DIR") or REPO_ROOT / "runs" / "local-stack")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 @dataclass(frozen=True)
@@ -72,7 +62,7 @@ def start_local_stack() -> LocalStack:
     except BaseException:
         _terminate(process)
         raise
-    stack = LocalStack(announced["url"], process.pid, storage_dir())
+    stack = LocalStack(announced["url"], process.pid, config.storage_dir())
     _running = (stack, process)
     _point_sdks_at(stack.url)
     return stack
@@ -90,13 +80,13 @@ def stop_local_stack() -> None:
 
 
 def _spawn() -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "helpers.local", "serve", "--port", "0"]
+    command = [sys.executable, "-m", "local_stack", "serve", "--port", "0"]
     command += ["--parent-pid", str(os.getpid())]
     env = {**os.environ, "PYTHONPATH": _with_repo_on_path(os.environ.get("PYTHONPATH"))}
-    env["COURSE_LOCAL_STACK_DIR"] = str(storage_dir())
+    env[config.STORAGE_DIR_VAR] = str(config.storage_dir())
     return subprocess.Popen(
         command,
-        cwd=REPO_ROOT,
+        cwd=config.REPO_ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -115,7 +105,7 @@ def _die_with_parent() -> None:
 
 
 def _with_repo_on_path(pythonpath: str | None) -> str:
-    return os.pathsep.join([str(REPO_ROOT), *([pythonpath] if pythonpath else [])])
+    return os.pathsep.join([str(config.REPO_ROOT), *([pythonpath] if pythonpath else [])])
 
 
 def _read_announcement(process: subprocess.Popen[str]) -> dict[str, object]:
@@ -167,13 +157,13 @@ def _point_sdks_at(url: str) -> None:
     """Set the four SDK variables, keep loopback off any proxy, and drop cached transports."""
     values = {
         "SAIL_API_URL": url,
-        "SAIL_API_KEY": SAIL_API_KEY,
+        "SAIL_API_KEY": config.SAIL_API_KEY,
         "TINKER_BASE_URL": url,
-        "TINKER_API_KEY": TINKER_API_KEY,
+        "TINKER_API_KEY": config.TINKER_API_KEY,
     }
     for name in _NO_PROXY_NAMES:
         hosts = [h for h in os.environ.get(name, "").split(",") if h]
-        values[name] = ",".join(hosts + [h for h in _LOOPBACK_HOSTS if h not in hosts])
+        values[name] = ",".join(hosts + [h for h in config.LOOPBACK_HOSTS if h not in hosts])
     for name, value in values.items():
         _saved_env.setdefault(name, os.environ.get(name))
         os.environ[name] = value

@@ -28,7 +28,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from tinker.types import AdamParams
 
-from helpers.local.vocab import CompactVocab
+from local_stack.engine.vocab import CompactVocab
 
 OPTIMIZER_FILE = "optimizer.safetensors"
 # Datums per forward pass: bounds the (batch, tokens, vocab) logits tensor.

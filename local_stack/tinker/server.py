@@ -2,7 +2,7 @@
 call on the course's path, backed by real LoRA training of the tiny model.
 
 The wire contract, as the SDK's source defines it:
-- Every `/api/v1` request carries `X-API-Key`; only `LOCAL_API_KEY` is accepted (401 else).
+- Every `/api/v1` request carries `X-API-Key`; only `TINKER_API_KEY` is accepted (401 else).
 - Training requests answer a future, `{request_id, model_id}`, and the SDK then polls
   `/api/v1/retrieve_future`. Polls are held open until the result exists (long polling),
   so a result reaches the client as soon as it is computed, without busy polling.
@@ -33,21 +33,22 @@ from aiohttp import web
 from tinker import types
 from tinker.proto import tinker_public_pb2 as pb
 
-from helpers.local.checkpoints import (
+from local_stack.config import TINKER_API_KEY
+from local_stack.engine.checkpoints import (
     CheckpointNotFound,
     CheckpointRef,
     CheckpointStore,
     RunInfo,
     check_ttl,
 )
-from helpers.local.compute import run_compute
-from helpers.local.model import (
+from local_stack.engine.compute import run_compute
+from local_stack.engine.model import (
     BASE_MODEL_NAME,
     MAX_CONTEXT_TOKENS,
     adapter_config_for,
     load_base_model,
 )
-from helpers.local.trainer import (
+from local_stack.engine.trainer import (
     LOSS_FNS,
     MODULE_GROUPS,
     ForwardBackwardResult,
@@ -59,7 +60,6 @@ from helpers.local.trainer import (
 
 logger = logging.getLogger(__name__)
 
-LOCAL_API_KEY = "tml-local-stack"
 ARCHIVE_ROUTE = "/tinker/archives"
 MAX_LORA_RANK = 128
 # Held-open polls answer `try_again` after this long; the SDK's poll timeout is 45 s.
@@ -93,8 +93,10 @@ def _api(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
 
     @functools.wraps(handler)
     async def wrapped(request: web.Request) -> web.StreamResponse:
-        if request.headers.get("X-API-Key") != LOCAL_API_KEY:
-            return _error(401, f"invalid Tinker API key: the local stack accepts {LOCAL_API_KEY!r}")
+        if request.headers.get("X-API-Key") != TINKER_API_KEY:
+            return _error(
+                401, f"invalid Tinker API key: the local stack accepts {TINKER_API_KEY!r}"
+            )
         try:
             return await handler(request)
         except ApiError as e:

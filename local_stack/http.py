@@ -1,0 +1,75 @@
+"""The one handler style of every emulated service: auth and error mapping as a middleware.
+
+Each service is an aiohttp sub-app whose middleware checks the key, runs the handler, and
+turns `ApiError` (and anything unexpected) into that service's JSON error shape. Handlers
+only raise; none of them builds an error response or checks a key itself.
+
+Unexpected exceptions answer 400, not 500, on purpose: both SDKs retry 5xx for minutes,
+which would turn a bug in the stack into a notebook that hangs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ApiError(Exception):
+    """A request the service refuses: `status` (4xx) and a message for the client."""
+
+    def __init__(self, message: str, *, status: int = 400, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+
+
+@dataclass(frozen=True)
+class ServiceStyle:
+    """How one service authenticates and how it spells an error body."""
+
+    name: str
+    authorized: Callable[[web.Request], bool]
+    unauthorized: ApiError
+    error_body: Callable[[ApiError], dict]
+    # Exceptions from lower layers that mean "the request is wrong", mapped to a status.
+    client_errors: tuple[tuple[type[Exception], int], ...] = ()
+
+
+def service_middleware(style: ServiceStyle) -> Callable:
+    """The middleware for one service's sub-app."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            if not style.authorized(request):
+                raise style.unauthorized
+            return await handler(request)
+        except web.HTTPException:
+            raise  # aiohttp's own answers (404 for an unknown route, 405, ...)
+        except ApiError as error:
+            return _answer(style, error)
+        except Exception as error:
+            for kind, status in style.client_errors:
+                if isinstance(error, kind):
+                    return _answer(style, ApiError(str(error), status=status))
+            logger.exception("local %s server error", style.name)
+            message = f"local {style.name} server error: {type(error).__name__}: {error}"
+            return _answer(style, ApiError(message))
+
+    return middleware
+
+
+def _answer(style: ServiceStyle, error: ApiError) -> web.Response:
+    return web.json_response(style.error_body(error), status=error.status)
+
+
+def service_app(style: ServiceStyle) -> web.Application:
+    """An empty sub-app with the service's middleware; the service adds its routes."""
+    return web.Application(middlewares=[service_middleware(style)])

@@ -1,0 +1,14 @@
+"""The local stand-in for Sailboxes: each command under bubblewrap, in fresh namespaces.
+
+`local_sandbox_factory` has the call shape of `sail.tinker_sandbox_factory`, so the course's
+shell-task env and the cookbook's recipes take either one.
+"""
+
+from local_stack.sandbox.isolation import ResourceLimits
+from local_stack.sandbox.local_sandbox import (
+    LocalSandbox,
+    SandboxUnavailableError,
+    local_sandbox_factory,
+)
+
+__all__ = ["LocalSandbox", "ResourceLimits", "SandboxUnavailableError", "local_sandbox_factory"]
