@@ -6,7 +6,7 @@ export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
 
-.PHONY: run test lab bench lint install
+.PHONY: run test lab bench lint install helpers
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ lab: $(STAMP)
 ## make bench: speed measurements (ratios, side by side in one run)
 bench: $(STAMP)
 	@for b in bench/[a-z]*.py; do echo "== $$b"; $(PYTHON) -m bench.$$(basename $$b .py) || exit 1; done
+
+## make helpers: rebuild helpers/{scoring,serving,training}.py from the notebooks' `# @save` cells
+helpers: $(STAMP)
+	$(PYTHON) scripts/export_helpers.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check helpers local_stack tests bench scripts notebooks

@@ -1,10 +1,6 @@
-"""Scoring a completion: the boxed-answer reward, the math environment and its group builder.
-
-Notebook 01 teaches every definition in this file, in cells marked `# @save`;
-`tests/test_single_source.py` fails if the notebook and this module drift apart.
-"""
-
-from __future__ import annotations
+# Generated from notebooks/01_scoring.ipynb by `make helpers`. Do not edit: change
+# the notebook's `# @save` cells, then run `make helpers` again.
+"""Scoring a completion: the boxed-answer reward, the math environment, its group builder."""
 
 import re
 from dataclasses import dataclass

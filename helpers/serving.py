@@ -1,9 +1,9 @@
+# Generated from notebooks/02_snapshot_and_serve.ipynb by `make helpers`. Do not edit: change
+# the notebook's `# @save` cells, then run `make helpers` again.
 """Snapshot the LoRA weights Tinker is training and serve them through Sail.
 
-Notebook 02 teaches `sail_policy` in a `# @save` cell; notebook 03 calls it every step.
+Notebook 03 calls `sail_policy` at the start of every training step.
 """
-
-from __future__ import annotations
 
 from typing import Any
 

@@ -1,9 +1,9 @@
+# Generated from notebooks/03_training_loop.ipynb by `make helpers`. Do not edit: change
+# the notebook's `# @save` cells, then run `make helpers` again.
 """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Notebook 03 teaches every definition here in `# @save` cells.
+Also the held-out evaluation that notebook 03 runs before and after training.
 """
-
-from __future__ import annotations
 
 import asyncio
 import time
@@ -27,7 +27,6 @@ class LoopSettings:
 
     run_name: str
     group_size: int
-    groups_per_step: int
     learning_rate: float
     max_tokens: int
     temperature: float

@@ -40,7 +40,10 @@ async def main():
     client = await course.service_client.create_lora_training_client_async(
         base_model=course.model_name, rank=course.adapter_config["r"]
     )
-    settings = LoopSettings("cloud-path", 4, 4, 2e-3, 32, 1.0, "balanced")
+    settings = LoopSettings(
+        run_name="cloud-path", group_size=4, learning_rate=2e-3, max_tokens=32,
+        temperature=1.0, completion_window="balanced",
+    )
     record = await run_step(0, course.train_rows[:4], settings, client, course)
     policy = await sail_policy(
         client, course.service_client, course.adapter_config, "cloud-path-eval",

@@ -1,0 +1,128 @@
+"""Write the modules the notebooks teach from their `# @save` cells: `make helpers`.
+
+As in d2l and nbdev, a notebook is the one source of the code it teaches. Each module in
+MODULES is its notebook's `# @save` cells in order (the first of them holds the module's
+imports), under a header naming the notebook to edit and a docstring kept here. The text
+goes through `ruff format` and must pass `ruff check`, so the module is as clean as
+hand-written code. `tests/test_single_source.py` fails when a committed module differs
+from what this script writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = ROOT / "notebooks"
+HELPERS_DIR = ROOT / "helpers"
+SAVE_MARK = "# @save"
+
+
+@dataclass(frozen=True)
+class TaughtModule:
+    """A module of `helpers/` that one notebook's `# @save` cells define in full."""
+
+    notebook: str  # file name in notebooks/
+    module: str  # file name in helpers/
+    docstring: str
+
+
+MODULES = (
+    TaughtModule(
+        "01_scoring.ipynb",
+        "scoring.py",
+        "Scoring a completion: the boxed-answer reward, the math environment, its group builder.",
+    ),
+    TaughtModule(
+        "02_snapshot_and_serve.ipynb",
+        "serving.py",
+        """Snapshot the LoRA weights Tinker is training and serve them through Sail.
+
+Notebook 03 calls `sail_policy` at the start of every training step.
+""",
+    ),
+    TaughtModule(
+        "03_training_loop.ipynb",
+        "training.py",
+        """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
+
+Also the held-out evaluation that notebook 03 runs before and after training.
+""",
+    ),
+)
+
+
+def saved_cells(notebook: Path) -> list[str]:
+    """The code of every cell whose first line is `# @save`, without that line."""
+    cells = nbformat.read(notebook, as_version=4).cells
+    return [
+        cell.source.partition("\n")[2].strip()
+        for cell in cells
+        if cell.cell_type == "code" and cell.source.partition("\n")[0].strip() == SAVE_MARK
+    ]
+
+
+def module_text(taught: TaughtModule, notebooks_dir: Path = NOTEBOOKS_DIR) -> str:
+    """The module's full text: header, docstring, then the saved cells, formatted and linted."""
+    cells = saved_cells(notebooks_dir / taught.notebook)
+    if not cells:
+        raise SystemExit(f"notebooks/{taught.notebook} has no `{SAVE_MARK}` cells")
+    header = (
+        f"# Generated from notebooks/{taught.notebook} by `make helpers`. Do not edit: change\n"
+        f"# the notebook's `{SAVE_MARK}` cells, then run `make helpers` again.\n"
+    )
+    text = header + f'"""{taught.docstring}"""\n\n' + "\n\n".join(cells) + "\n"
+    # Config (line length, first-party packages) comes from the pyproject that governs
+    # the committed module, wherever the text is written.
+    committed_path = HELPERS_DIR / taught.module
+    text = _ruff(["format", "--stdin-filename", str(committed_path), "-"], text)
+    _ruff(["check", "--no-fix", "--stdin-filename", str(committed_path), "-"], text)
+    return text
+
+
+def _ruff(args: list[str], text: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", *args],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"ruff {args[0]} rejects the generated module:\n{result.stdout}")
+    return result.stdout
+
+
+def export(notebooks_dir: Path = NOTEBOOKS_DIR, out_dir: Path = HELPERS_DIR) -> list[Path]:
+    """Write every module in MODULES to `out_dir`; return the files whose content changed."""
+    changed = []
+    for taught in MODULES:
+        text = module_text(taught, notebooks_dir)
+        path = out_dir / taught.module
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            changed.append(path)
+    return changed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out-dir", type=Path, default=HELPERS_DIR)
+    args = parser.parse_args()
+    changed = export(out_dir=args.out_dir)
+    for taught in MODULES:
+        path = args.out_dir / taught.module
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        state = "written" if path in changed else "unchanged"
+        print(f"{shown}: {state} (from notebooks/{taught.notebook})")
+
+
+if __name__ == "__main__":
+    main()
