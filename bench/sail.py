@@ -17,9 +17,8 @@ import sail.tinker
 import urllib3
 
 from helpers.data import arithmetic_dataset
+from helpers.kimi import MODEL_NAME, offline_kimi_renderer
 from helpers.scoring import QUESTION_SUFFIX
-from local_stack.engine.build_base import kimi_k26_renderer
-from local_stack.engine.model import BASE_MODEL_NAME
 from local_stack.supervisor import start_local_stack, stop_local_stack
 
 ROLLOUTS = 64
@@ -34,16 +33,14 @@ async def _timed(coroutine) -> float:
 
 
 async def run(url: str) -> None:
-    renderer = kimi_k26_renderer()
+    renderer = offline_kimi_renderer()
     questions = arithmetic_dataset()["held_out"]["question"][:ROLLOUTS]
     prompts = [
         renderer.build_generation_prompt([{"role": "user", "content": q + QUESTION_SUFFIX}])
         for q in questions
     ]
     stop = renderer.get_stop_sequences()
-    completer = sail.SailTokenCompleter(
-        model=BASE_MODEL_NAME, max_tokens=MAX_TOKENS, temperature=1.0
-    )
+    completer = sail.SailTokenCompleter(model=MODEL_NAME, max_tokens=MAX_TOKENS, temperature=1.0)
 
     async def one_by_one() -> None:
         for prompt in prompts:

@@ -14,15 +14,13 @@ from typing import Any
 
 import tinker
 from datasets import load_dataset
-from tinker_cookbook import renderers
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from helpers.errors import install_short_errors
+from helpers.kimi import MODEL_NAME, kimi_renderer
 from helpers.params import check_backend
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 
-MODEL_NAME = "moonshotai/Kimi-K2.6"
-RENDERER_NAME = "kimi_k26"
 ADAPTER_CONFIG_PATH = Path(__file__).resolve().parent.parent / "tinker_adapter_config.json"
 CLOUD_DATASET = "microsoft/orca-math-word-problems-200k"
 CLOUD_TRAIN_ROWS = 2000
@@ -73,7 +71,7 @@ def connect(backend: str = "local") -> Course:
         backend=backend,
         service_client=tinker.ServiceClient(),
         tokenizer=tokenizer,
-        renderer=renderers.get_renderer(RENDERER_NAME, tokenizer=tokenizer),
+        renderer=kimi_renderer(tokenizer),
         model_name=MODEL_NAME,
         adapter_config=json.loads(ADAPTER_CONFIG_PATH.read_text()),
         defaults=BACKEND_DEFAULTS[backend],

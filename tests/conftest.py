@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from local_stack.engine.build_base import kimi_k26_renderer
+from helpers.kimi import offline_kimi_renderer
 from local_stack.engine.model import load_base_model
 from local_stack.supervisor import LocalStack, start_local_stack, stop_local_stack
 
@@ -24,7 +24,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
 @pytest.fixture(scope="session")
 def renderer():
     """The real kimi_k26 renderer on the offline Kimi K2.6 tokenizer."""
-    return kimi_k26_renderer()
+    return offline_kimi_renderer()
 
 
 @pytest.fixture(scope="session")

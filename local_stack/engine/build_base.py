@@ -33,6 +33,7 @@ import torch
 from safetensors.torch import save_file
 
 from helpers.data import all_problems, arithmetic_dataset
+from helpers.kimi import offline_kimi_renderer
 from helpers.scoring import QUESTION_SUFFIX, answer_matches, extract_boxed
 from local_stack.engine.model import (
     BASE_MODEL_DIR,
@@ -67,16 +68,6 @@ LABEL_NOISE = {-1: 3, 1: 3, -2: 2, 2: 2, -10: 1, 10: 1}
 STYLE_WEIGHTS = {"clean": 0.78, "no_box": 0.10, "no_think_close": 0.06, "ramble": 0.06}
 NUMBER_RANGE = range(-40, 100)  # numbers the vocabulary must hold (noisy results included)
 HELD_OUT_SAMPLES = 400
-
-
-def kimi_k26_renderer() -> Any:
-    """The real cookbook `kimi_k26` renderer, on the offline Kimi tokenizer."""
-    from tinker_cookbook import renderers, tokenizer_utils
-
-    from helpers.kimi import MODEL_NAME, register_offline_kimi_tokenizer
-
-    register_offline_kimi_tokenizer()
-    return renderers.get_renderer("kimi_k26", tokenizer=tokenizer_utils.get_tokenizer(MODEL_NAME))
 
 
 def prompt_tokens(renderer: Any, question: str) -> list[int]:
@@ -307,7 +298,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(TORCH_THREADS)
     started = time.perf_counter()
-    renderer = kimi_k26_renderer()
+    renderer = offline_kimi_renderer()
     splits = arithmetic_dataset()
     train = [Problem.from_row(r) for r in splits["train"]]
     held_out = [Problem.from_row(r) for r in splits["held_out"]][:HELD_OUT_SAMPLES]

@@ -15,9 +15,10 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
+from helpers.kimi import MODEL_NAME
 from local_stack.engine.vocab import CompactVocab
 
-BASE_MODEL_NAME = "moonshotai/Kimi-K2.6"
+BASE_MODEL_NAME = MODEL_NAME  # the name the stack serves its tiny model under
 BASE_MODEL_DIR = Path(__file__).parent / "base_model"
 WEIGHTS_PATH = BASE_MODEL_DIR / "model.safetensors"
 VOCAB_PATH = BASE_MODEL_DIR / "vocab.json"
