@@ -1,11 +1,14 @@
 """RL on the local stack, measured: `python -m bench.rl`.
 
-(a) Learning is real: the guide's GRPO loop (sections 2 and 3, through the real tinker, sail
-    and tinker-cookbook SDKs) trains on the arithmetic set's train split, and the held-out
-    reward is measured before and after, sampled with a fixed seed. Format rate and accuracy
-    given correct format are shown separately, so a gain from format alone is visible.
-(b) One local RL step's time, split into save+serve (checkpoint, signed URL, Sail loading
-    the adapter), rollouts (sampling and scoring) and training (forward_backward + optim_step).
+It runs the course's own loop, `helpers.training` (built from notebook 03): `run_step` for
+every step and `evaluate` for the held-out set, through the real tinker, sail and
+tinker-cookbook SDKs on `helpers.connect("local")`.
+(a) Learning is real: the loop trains on the arithmetic set's train split, and the held-out
+    reward is measured before and after, with the local Sail sampler seeded. Format rate and
+    accuracy given correct format are shown separately, so a gain from format alone is visible.
+(b) One local RL step's time, as `run_step` splits it: save (sampler checkpoint and signed
+    URL), sample (rollouts and scoring; Sail loads the new adapter on the first request) and
+    train (forward_backward + optim_step).
 
 The defaults are the ones notebook 03 should use on the local backend.
 """
@@ -15,20 +18,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import random
 import statistics
 import tempfile
 import time
 import urllib.request
-import warnings
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-MODEL = "moonshotai/Kimi-K2.6"
+STEP_PARTS = ("save_s", "sample_s", "train_s")  # run_step's timings, in the order they run
 
 
 @dataclass(frozen=True)
@@ -41,153 +40,34 @@ class Hyperparams:
     steps: int = 80
     temperature: float = 1.0
     max_tokens: int = 24  # a well-formed answer takes at most 18 tokens
-    rank: int = 32
     time_budget_seconds: float = 60.0
 
 
-@dataclass(frozen=True)
-class HeldOut:
-    """Held-out scores: mean MathEnv reward, format rate, accuracy among well-formatted."""
+def reward_standard_error(scores: dict) -> float:
+    """The standard error of `evaluate`'s mean reward, from its rates alone.
 
-    rewards: list[float]
-    format_rate: float
-    accuracy_given_format: float
-
-    @property
-    def reward(self) -> float:
-        return statistics.fmean(self.rewards)
-
-    @property
-    def standard_error(self) -> float:
-        return statistics.stdev(self.rewards) / len(self.rewards) ** 0.5
-
-    def line(self) -> str:
-        return (
-            f"reward {self.reward:+.3f} ± {self.standard_error:.3f} | format "
-            f"{self.format_rate:.3f} | accuracy given format {self.accuracy_given_format:.3f} | "
-            f"n={len(self.rewards)}"
-        )
+    MathEnv's reward is correct - 0.1 x (1 - format), so it takes four values, and the
+    correct rate, the format rate and their overlap give its whole distribution.
+    """
+    n = scores["samples"]
+    right_formatted = scores["correct_given_format"] * scores["format"]  # reward 1
+    right_unformatted = scores["correct"] - right_formatted  # reward 0.9
+    wrong_unformatted = 1.0 - scores["format"] - right_unformatted  # reward -0.1
+    mean = right_formatted + 0.9 * right_unformatted - 0.1 * wrong_unformatted
+    if abs(mean - scores["reward"]) > 1e-9:
+        raise RuntimeError("MathEnv's reward is no longer correct - 0.1 x (1 - format)")
+    second_moment = right_formatted + 0.81 * right_unformatted + 0.01 * wrong_unformatted
+    variance = max(second_moment - mean**2, 0.0) * n / (n - 1)
+    return (variance / n) ** 0.5
 
 
-@dataclass(frozen=True)
-class StepTime:
-    save_and_serve: float
-    rollouts: float
-    training: float
-
-    @property
-    def total(self) -> float:
-        return self.save_and_serve + self.rollouts + self.training
-
-
-@dataclass
-class Loop:
-    """The clients and data of one run of the guide's loop."""
-
-    hp: Hyperparams
-    service_client: Any
-    training_client: Any
-    renderer: Any
-    adapter_config: dict
-
-    async def sail_policy(self, name: str):
-        """The guide's section 2, with the sampling settings as parameters."""
-        import sail
-
-        save_future = await self.training_client.save_weights_for_sampler_async(
-            name, ttl_seconds=3600
-        )
-        save_result = await save_future
-        with warnings.catch_warnings():  # tinker 0.35 deprecates the archive-URL call sail makes
-            warnings.simplefilter("ignore", FutureWarning)
-            signed_url = await sail.get_tinker_checkpoint_signed_url_async(
-                self.service_client, save_result.path, ttl_seconds=3600
-            )
-        return sail.SailTokenCompleter(
-            model=MODEL,
-            max_tokens=self.hp.max_tokens,
-            temperature=self.hp.temperature,
-            completion_window="balanced",
-            tinker_lora_signed_url=signed_url,
-            adapter_config=self.adapter_config,
-            tinker_lora_name=name,
-        )
-
-    async def rollouts(self, policy, rows: list[dict], group_size: int) -> list:
-        from tinker_cookbook.rl.rollouts import do_group_rollout
-
-        from helpers.scoring import MathGroupBuilder
-
-        builders = [
-            MathGroupBuilder(row=r, renderer=self.renderer, group_size=group_size) for r in rows
-        ]
-        return list(await asyncio.gather(*(do_group_rollout(b, policy) for b in builders)))
-
-    async def step(
-        self, name: str, rows: list[dict], *, load_adapter_first: bool
-    ) -> tuple[list, StepTime]:
-        """The guide's section 3 loop body, timed.
-
-        With `load_adapter_first`, a 1-token request makes Sail fetch the new adapter before
-        the rollouts start, so fetching it counts as serving rather than as rollouts.
-        """
-        import sail
-        from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
-        from tinker_cookbook.rl.train import train_step
-
-        t0 = time.perf_counter()
-        policy = await self.sail_policy(name)
-        if load_adapter_first:
-            probe = sail.SailTokenCompleter(
-                model=MODEL,
-                max_tokens=1,
-                tinker_lora_signed_url=policy.tinker_lora_signed_url,
-                adapter_config=self.adapter_config,
-                tinker_lora_name=name,
-            )
-            prompt = self.renderer.build_generation_prompt([{"role": "user", "content": "1+1"}])
-            await probe(prompt, self.renderer.get_stop_sequences())
-        t1 = time.perf_counter()
-        groups = await self.rollouts(policy, rows, self.hp.group_size)
-        t2 = time.perf_counter()
-        training_groups, _ = split_degenerate_groups(groups)
-        if training_groups:  # the guide raises here; a benchmark just skips the update
-            advantages = compute_advantages(training_groups)
-            data, _ = assemble_training_data(training_groups, advantages)
-            await train_step(
-                data_D=data,
-                training_client=self.training_client,
-                learning_rate=self.hp.learning_rate,
-                num_substeps=1,
-                loss_fn="importance_sampling",
-                metrics={},
-            )
-        return groups, StepTime(t1 - t0, t2 - t1, time.perf_counter() - t2)
-
-    async def held_out(
-        self, name: str, rows: list[dict], samples_per_row: int, sail_url: str, seed: int
-    ) -> HeldOut:
-        """Samples of every held-out problem from the current weights, scored by MathEnv."""
-        policy = await self.sail_policy(name)
-        reseed_sail(sail_url, seed)
-        groups = await self.rollouts(policy, rows, group_size=samples_per_row)
-        metrics = [t.transitions[-1].metrics for g in groups for t in g.trajectories_G]
-        formatted = sum(m["format"] for m in metrics)
-        return HeldOut(
-            rewards=[float(r) for g in groups for r in g.get_total_rewards()],
-            format_rate=formatted / len(metrics),
-            accuracy_given_format=sum(m["correct"] * m["format"] for m in metrics)
-            / max(formatted, 1),
-        )
-
-
-def split_degenerate_groups(groups: list) -> tuple[list, list]:
-    """The guide's: groups whose rewards all match carry no GRPO signal."""
-    kept, degenerate = [], []
-    for group in groups:
-        rewards = [float(r) for r in group.get_total_rewards()]
-        (degenerate if rewards and len(set(rewards)) == 1 else kept).append(group)
-    return kept, degenerate
+def held_out_line(scores: dict) -> str:
+    dropped = f" | {scores['dropped_rollouts']} dropped" if scores["dropped_rollouts"] else ""
+    return (
+        f"reward {scores['reward']:+.3f} ± {reward_standard_error(scores):.3f} | format "
+        f"{scores['format']:.3f} | accuracy given format {scores['correct_given_format']:.3f}"
+        f" | n={scores['samples']}{dropped}"
+    )
 
 
 def reseed_sail(url: str, seed: int) -> None:
@@ -202,77 +82,90 @@ def reseed_sail(url: str, seed: int) -> None:
         reply.read()
 
 
-async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int) -> None:
-    import tinker
-    from tinker_cookbook import renderers
-    from tinker_cookbook.tokenizer_utils import get_tokenizer
+async def held_out(
+    course: Any, training_client: Any, settings: Any, name: str, samples: int, seed: int, url: str
+) -> dict:
+    """`evaluate` on every held-out problem, sampled from the current weights."""
+    from helpers.serving import sail_policy
+    from helpers.training import evaluate
 
-    from helpers.data import arithmetic_dataset
-    from helpers.kimi import register_offline_kimi_tokenizer
+    policy = await sail_policy(
+        training_client,
+        course.service_client,
+        course.adapter_config,
+        name,
+        model_name=course.model_name,
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        completion_window=settings.completion_window,
+    )
+    reseed_sail(url, seed)
+    return await evaluate(policy, course.held_out_rows, course.renderer, samples)
+
+
+async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int) -> None:
+    import helpers
+    from helpers.training import LoopSettings, run_step
     from local_stack.supervisor import start_local_stack, stop_local_stack
 
-    # sail's archive-URL call logs a deprecation error and a warning on every step.
-    logging.getLogger("tinker.lib.public_interfaces.rest_client").setLevel(logging.CRITICAL)
     started = time.perf_counter()
     stack = start_local_stack()
     print(f"local stack up in {time.perf_counter() - started:.1f} s at {stack.url}")
     try:
-        register_offline_kimi_tokenizer()
-        service_client = tinker.ServiceClient()
-        loop = Loop(
-            hp,
-            service_client,
-            await service_client.create_lora_training_client_async(
-                base_model=MODEL, rank=hp.rank, seed=seed
-            ),
-            renderers.get_renderer("kimi_k26", tokenizer=get_tokenizer(MODEL)),
-            json.loads((REPO_ROOT / "tinker_adapter_config.json").read_text()),
+        course = helpers.connect("local")  # reuses the stack started above
+        training_client = await course.service_client.create_lora_training_client_async(
+            base_model=course.model_name, rank=course.adapter_config["r"], seed=seed
         )
-        splits = arithmetic_dataset()
-        train_rows, held_out_rows = list(splits["train"]), list(splits["held_out"])
+        settings = LoopSettings(
+            run_name="bench",
+            group_size=hp.group_size,
+            learning_rate=hp.learning_rate,
+            max_tokens=hp.max_tokens,
+            temperature=hp.temperature,
+            completion_window="balanced",
+        )
         rng = random.Random(seed)
 
-        before = await loop.held_out(
-            "bench-before", held_out_rows, eval_samples_per_problem, stack.url, seed
-        )
-        print(f"held-out before: {before.line()}")
+        def held_out_now(name: str):
+            return held_out(
+                course, training_client, settings, name, eval_samples_per_problem, seed, stack.url
+            )
+
+        before = await held_out_now("bench-before")
+        print(f"held-out before: {held_out_line(before)}")
         loop_started, steps, last = time.perf_counter(), 0, 0.0
         # Stop before a step that would likely end past the time budget.
         while (
             steps < hp.steps and time.perf_counter() - loop_started + last <= hp.time_budget_seconds
         ):
-            rows = rng.sample(train_rows, hp.groups_per_step)
-            groups, took = await loop.step(f"bench-step-{steps}", rows, load_adapter_first=False)
-            rewards = [float(r) for g in groups for r in g.get_total_rewards()]
-            print(f"step {steps:2d} | reward {statistics.fmean(rewards):+.3f} | {took.total:.2f} s")
-            steps, last = steps + 1, took.total
+            rows = rng.sample(course.train_rows, hp.groups_per_step)
+            record = await run_step(steps, rows, settings, training_client, course)
+            last = sum(record[part] for part in STEP_PARTS)
+            print(f"step {steps:2d} | reward {record['reward']:+.3f} | {last:.2f} s")
+            steps += 1
         training_seconds = time.perf_counter() - loop_started
-        after = await loop.held_out(
-            "bench-after", held_out_rows, eval_samples_per_problem, stack.url, seed
-        )
-        print(f"held-out after:  {after.line()}")
+        after = await held_out_now("bench-after")
+        print(f"held-out after:  {held_out_line(after)}")
 
         timed = []
-        for i in range(3):
-            rows = rng.sample(train_rows, hp.groups_per_step)
-            timed.append((await loop.step(f"bench-timed-{i}", rows, load_adapter_first=True))[1])
-        split = StepTime(
-            *(statistics.median(getattr(t, f.name) for t in timed) for f in fields(StepTime))
-        )
+        for step in range(steps, steps + 3):
+            rows = rng.sample(course.train_rows, hp.groups_per_step)
+            timed.append(await run_step(step, rows, settings, training_client, course))
+        split = {part: statistics.median(r[part] for r in timed) for part in STEP_PARTS}
     finally:
         stop_local_stack()
 
-    gain_se = (before.standard_error**2 + after.standard_error**2) ** 0.5
+    gain_se = (reward_standard_error(before) ** 2 + reward_standard_error(after) ** 2) ** 0.5
     print(
         f"\n(a) learning: {steps} steps in {training_seconds:.1f} s of training wall time\n"
-        f"    held-out reward {before.reward:+.3f} -> {after.reward:+.3f} "
-        f"(gain {after.reward - before.reward:+.3f} ± {gain_se:.3f}); "
-        f"format {before.format_rate:.3f} -> {after.format_rate:.3f}; accuracy given format "
-        f"{before.accuracy_given_format:.3f} -> {after.accuracy_given_format:.3f}\n"
+        f"    held-out reward {before['reward']:+.3f} -> {after['reward']:+.3f} "
+        f"(gain {after['reward'] - before['reward']:+.3f} ± {gain_se:.3f}); "
+        f"format {before['format']:.3f} -> {after['format']:.3f}; accuracy given format "
+        f"{before['correct_given_format']:.3f} -> {after['correct_given_format']:.3f}\n"
         f"    hyperparameters: {json.dumps(asdict(hp))}, seed {seed}\n"
         f"(b) one local RL step ({hp.groups_per_step} groups x {hp.group_size} rollouts, median "
-        f"of 3): save+serve {split.save_and_serve:.2f} s | rollouts {split.rollouts:.2f} s | "
-        f"training {split.training:.2f} s | total {split.total:.2f} s"
+        f"of 3): save {split['save_s']:.2f} s | sample {split['sample_s']:.2f} s | "
+        f"train {split['train_s']:.2f} s | total {sum(split.values()):.2f} s"
     )
 
 
