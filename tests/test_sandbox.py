@@ -27,7 +27,12 @@ from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
 
 from helpers.harbor_task import load_harbor_task
-from helpers.kimi import MODEL_NAME, offline_kimi_tokenizer, register_offline_kimi_tokenizer
+from helpers.kimi import (
+    MODEL_NAME,
+    RENDERER_NAME,
+    offline_kimi_tokenizer,
+    register_offline_kimi_tokenizer,
+)
 from helpers.shell_env import ShellTaskGroupBuilder, extract_bash_script
 from local_stack.sandbox import (
     LocalSandbox,
@@ -410,7 +415,7 @@ def test_a_rollout_group_is_graded_by_test_sh_in_the_sandbox(creation: str) -> N
         sandbox_factory=recording_factory,
         group_size=2,
         model_name=MODEL_NAME,
-        renderer_name="kimi_k26",
+        renderer_name=RENDERER_NAME,
         sandbox_creation=creation,
     )
     group = run(do_group_rollout(builder, ScriptedPolicy([CORRECT, WRONG])))
@@ -436,7 +441,7 @@ def test_sequential_creation_pays_every_boot_and_concurrent_creation_pays_one() 
             sandbox_factory=functools.partial(local_sandbox_factory, startup_latency_seconds=boot),
             group_size=4,
             model_name=MODEL_NAME,
-            renderer_name="kimi_k26",
+            renderer_name=RENDERER_NAME,
             sandbox_creation=creation,
         )
         builder = pickle.loads(pickle.dumps(builder))  # as a rollout worker would receive it
