@@ -46,7 +46,10 @@ class Course:
     adapter_config: dict
     defaults: dict
     train_rows: list[dict] = field(repr=False)
-    held_out_rows: list[dict] = field(repr=False)
+    held_out_rows: list[dict] = field(repr=False)  # facts training never sees
+    # Facts training sees, each in a wording it does not (local data only: orca-math's rows
+    # carry no facts to match, so in the cloud this is empty).
+    held_out_seen_rows: list[dict] = field(repr=False)
 
     def __repr__(self) -> str:
         return (
@@ -63,9 +66,9 @@ def connect(backend: str = "local") -> Course:
     check_backend(backend)
     quiet_tinker_deprecation_logs()
     if backend == "local":
-        train_rows, held_out_rows = _start_local()
+        splits = _start_local()
     else:
-        train_rows, held_out_rows = _cloud_rows()
+        splits = _cloud_rows()
     tokenizer = get_tokenizer(MODEL_NAME)
     return Course(
         backend=backend,
@@ -75,12 +78,13 @@ def connect(backend: str = "local") -> Course:
         model_name=MODEL_NAME,
         adapter_config=json.loads(ADAPTER_CONFIG_PATH.read_text()),
         defaults=BACKEND_DEFAULTS[backend],
-        train_rows=train_rows,
-        held_out_rows=held_out_rows,
+        train_rows=splits["train"],
+        held_out_rows=splits["held_out"],
+        held_out_seen_rows=splits["held_out_seen"],
     )
 
 
-def _start_local() -> tuple[list[dict], list[dict]]:
+def _start_local() -> dict[str, list[dict]]:
     # Imported here so the cloud path never loads the local stack.
     from helpers.data import arithmetic_dataset
     from helpers.kimi import register_offline_kimi_tokenizer
@@ -88,8 +92,7 @@ def _start_local() -> tuple[list[dict], list[dict]]:
 
     register_offline_kimi_tokenizer()
     start_local_stack()
-    splits = arithmetic_dataset()
-    return splits["train"].to_list(), splits["held_out"].to_list()
+    return {name: split.to_list() for name, split in arithmetic_dataset().items()}
 
 
 def _stop_local() -> None:
@@ -100,9 +103,13 @@ def _stop_local() -> None:
     stop_local_stack()
 
 
-def _cloud_rows() -> tuple[list[dict], list[dict]]:
+def _cloud_rows() -> dict[str, list[dict]]:
     """orca-math, as the guide loads it, with a held-out slice that training never sees."""
     ds = load_dataset(CLOUD_DATASET, split="train")
     rows = ds.select(range(CLOUD_TRAIN_ROWS + CLOUD_HELD_OUT_ROWS)).to_list()
     rows = [{"question": r["question"], "answer": r["answer"]} for r in rows]
-    return rows[:CLOUD_TRAIN_ROWS], rows[CLOUD_TRAIN_ROWS:]
+    return {
+        "train": rows[:CLOUD_TRAIN_ROWS],
+        "held_out": rows[CLOUD_TRAIN_ROWS:],
+        "held_out_seen": [],
+    }

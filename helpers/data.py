@@ -41,14 +41,25 @@ DIFFERENCE_TEMPLATES = [
 
 def all_problems() -> list[dict[str, str]]:
     """Every (template, a, b) problem, in a fixed order; differences never go below zero."""
+    return [row for pair in operand_pairs() for row in problems_of_pair(*pair)]
+
+
+def operand_pairs() -> list[tuple[int, int]]:
+    """Every unordered pair of operands, as (larger, smaller)."""
+    return [(a, b) for a in range(MAX_OPERAND + 1) for b in range(a + 1)]
+
+
+def problems_of_pair(a: int, b: int) -> list[dict[str, str]]:
+    """All problems on the numbers a >= b: both sums (a + b, b + a) and the difference a - b.
+
+    A pair is the unit of the held-out split: the warm-up that built the local model writes
+    the wrong operation now and then, so holding out `a - b` alone while `a + b` is trained
+    would still show the model those two numbers together.
+    """
     rows = []
-    for a in range(MAX_OPERAND + 1):
-        for b in range(MAX_OPERAND + 1):
-            for question, solution in SUM_TEMPLATES:
-                rows.append(_row(question, solution, a, b, a + b))
-            if b <= a:
-                for question, solution in DIFFERENCE_TEMPLATES:
-                    rows.append(_row(question, solution, a, b, a - b))
+    for x, y in [(a, b)] if a == b else [(a, b), (b, a)]:
+        rows += [_row(q, s, x, y, x + y) for q, s in SUM_TEMPLATES]
+    rows += [_row(q, s, a, b, a - b) for q, s in DIFFERENCE_TEMPLATES]
     return rows
 
 
@@ -56,15 +67,37 @@ def _row(question: str, solution: str, a: int, b: int, c: int) -> dict[str, str]
     return {"question": question.format(a=a, b=b), "answer": solution.format(a=a, b=b, c=c)}
 
 
-def arithmetic_dataset(seed: int = 0, held_out_size: int = 400) -> DatasetDict:
-    """Shuffle every problem with `seed` and split off `held_out_size` of them.
+def arithmetic_dataset(
+    seed: int = 0, held_out_pairs: int = 46, reworded_facts: int = 150
+) -> DatasetDict:
+    """Three splits, shuffled with `seed`, that keep facts apart, not just questions.
 
-    Each question appears exactly once, so `train` and `held_out` share no problem
-    (the same two numbers can still appear in another wording).
+    - `held_out`: every problem on `held_out_pairs` operand pairs that training never sees,
+      in any wording, order or operation: it measures arithmetic the model must work out.
+    - `held_out_seen`: `reworded_facts` facts (a, b, operation) that training does see, each in
+      one wording training does not: it measures recall of trained facts in new words.
+    - `train`: everything else.
     """
-    rows = all_problems()
-    random.Random(seed).shuffle(rows)
+    rng = random.Random(seed)
+    pairs = operand_pairs()
+    rng.shuffle(pairs)
+    held_out = [row for pair in pairs[:held_out_pairs] for row in problems_of_pair(*pair)]
+    trained = [problems_of_pair(*pair) for pair in pairs[held_out_pairs:]]
+    # A pair's problems come in blocks of three wordings per fact (see problems_of_pair).
+    facts = [rows[i : i + 3] for rows in trained for i in range(0, len(rows), 3)]
+    rng.shuffle(facts)
+    reworded, train = [], []
+    for index, wordings in enumerate(facts):
+        if index < reworded_facts:
+            kept = rng.randrange(len(wordings))
+            reworded.append(wordings[kept])
+            train += wordings[:kept] + wordings[kept + 1 :]
+        else:
+            train += wordings
+    rng.shuffle(train)
+    rng.shuffle(held_out)
     return DatasetDict(
-        train=Dataset.from_list(rows[held_out_size:]),
-        held_out=Dataset.from_list(rows[:held_out_size]),
+        train=Dataset.from_list(train),
+        held_out=Dataset.from_list(held_out),
+        held_out_seen=Dataset.from_list(reworded),
     )
