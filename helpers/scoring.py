@@ -8,6 +8,7 @@ from typing import Any
 
 import tinker
 from tinker_cookbook import renderers
+from tinker_cookbook.exceptions import RendererError
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, StepResult
 
 QUESTION_SUFFIX = " Write your final answer in \\boxed{} format."
@@ -86,9 +87,15 @@ class MathEnv(Env):
         return self.renderer.build_generation_prompt(convo), self.renderer.get_stop_sequences()
 
     async def step(self, action: list[int], *, extra: Any = None) -> StepResult:
-        message, termination = self.renderer.parse_response(action)
-        text = renderers.get_text_content(message)
-        correct_format = float(extract_boxed(text) is not None and termination.is_clean)
+        try:
+            message, termination = self.renderer.parse_response(action)
+        except RendererError:
+            # Two stop tokens: Sail stops at the first, but a policy that is not a sampler
+            # can send anything. Unparseable counts as badly formatted, never as a crash.
+            text, clean = "", False
+        else:
+            text, clean = renderers.get_text_content(message), termination.is_clean
+        correct_format = float(extract_boxed(text) is not None and clean)
         correct_answer = float(answer_matches(text, self.answer))
         return StepResult(
             reward=correct_answer - 0.1 * (1.0 - correct_format),
