@@ -21,11 +21,12 @@ import random
 import statistics
 import tempfile
 import time
-import urllib.request
 import warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from local_stack.control.client import set_knobs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODEL = "moonshotai/Kimi-K2.6"
@@ -169,7 +170,7 @@ class Loop:
     ) -> HeldOut:
         """Samples of every held-out problem from the current weights, scored by MathEnv."""
         policy = await self.sail_policy(name)
-        reseed_sail(sail_url, seed)
+        set_knobs(sail_url, seed=seed)  # fix the local Sail sampler's random stream
         groups = await self.rollouts(policy, rows, group_size=samples_per_row)
         metrics = [t.transitions[-1].metrics for g in groups for t in g.trajectories_G]
         formatted = sum(m["format"] for m in metrics)
@@ -188,18 +189,6 @@ def split_degenerate_groups(groups: list) -> tuple[list, list]:
         rewards = [float(r) for r in group.get_total_rewards()]
         (degenerate if rewards and len(set(rewards)) == 1 else kept).append(group)
     return kept, degenerate
-
-
-def reseed_sail(url: str, seed: int) -> None:
-    """Fix the local Sail sampler's random stream (a knob of the local stack)."""
-    request = urllib.request.Request(
-        f"{url}/local/config",
-        data=json.dumps({"seed": seed}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(request, timeout=10) as reply:
-        reply.read()
 
 
 async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int) -> None:

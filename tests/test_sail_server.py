@@ -27,6 +27,7 @@ from tinker_cookbook import renderers
 
 from helpers.scoring import QUESTION_SUFFIX, extract_boxed
 from local_stack.config import REPO_ROOT
+from local_stack.control.client import get_stats, set_knobs
 from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,
@@ -47,13 +48,8 @@ HTTP = urllib3.PoolManager(retries=False)
 def knobs(local_stack) -> Iterator[Callable[..., dict]]:
     """Set server knobs for one test; everything is switched off again afterwards."""
 
-    def set_knobs(**changes: object) -> dict:
-        reply = HTTP.request("POST", f"{local_stack.url}/local/config", json=changes)
-        assert reply.status == 200, reply.data
-        return reply.json()
-
-    yield set_knobs
-    set_knobs(latency=0.0, faults={}, seed=0)
+    yield functools.partial(set_knobs, local_stack.url)
+    set_knobs(local_stack.url, latency=0.0, faults={}, seed=0)
 
 
 def _prompt(renderer, question: str):
@@ -142,9 +138,9 @@ def test_auth_and_request_validation(local_stack):
 
 
 def test_concurrent_requests_are_decoded_in_batches(local_stack, renderer):
-    before = HTTP.request("GET", f"{local_stack.url}/local/stats").json()
+    before = get_stats(local_stack.url)
     _sample(_completer(max_tokens=8), renderer, QUESTIONS * 8)
-    after = HTTP.request("GET", f"{local_stack.url}/local/stats").json()
+    after = get_stats(local_stack.url)
     # A straggler from an earlier test on the shared stack may join; 32 must not be split up.
     assert 32 <= after["requests"] - before["requests"] <= 36
     assert after["batches"] - before["batches"] <= 5
