@@ -30,8 +30,10 @@ from local_stack.sail.requests import SamplingRequest
 # thread a few more.
 LONG_POLL_SECONDS = 10.0
 FOREGROUND_POLL_SECONDS = 0.05
-# Finished responses are forgotten after this long (the SDK retrieves them at once).
+# Responses are forgotten after this long (the SDK retrieves them at once), and the oldest
+# beyond MAX_STORED_RESPONSES, so a flood of creates cannot grow the server without bound.
 RESPONSE_TTL_SECONDS = 3600.0
+MAX_STORED_RESPONSES = 20_000
 # Faults decided at creation that end a response without sampling it.
 ENDING_FAULTS = {"failed": "server_error", "expired": "expired"}
 
@@ -156,6 +158,6 @@ class SailService:
         cutoff = time.time() - RESPONSE_TTL_SECONDS
         while self.responses:
             oldest = next(iter(self.responses.values()))
-            if oldest.created_at > cutoff:
+            if oldest.created_at > cutoff and len(self.responses) < MAX_STORED_RESPONSES:
                 break
             del self.responses[oldest.id]
