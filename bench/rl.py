@@ -23,9 +23,10 @@ import random
 import statistics
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from local_stack.control.client import set_knobs
 
 STEP_PARTS = ("save_s", "sample_s", "train_s")  # run_step's timings, in the order they run
 
@@ -70,18 +71,6 @@ def held_out_line(scores: dict) -> str:
     )
 
 
-def reseed_sail(url: str, seed: int) -> None:
-    """Fix the local Sail sampler's random stream (a knob of the local stack)."""
-    request = urllib.request.Request(
-        f"{url}/local/config",
-        data=json.dumps({"seed": seed}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(request, timeout=10) as reply:
-        reply.read()
-
-
 async def held_out(
     course: Any, training_client: Any, settings: Any, name: str, samples: int, seed: int, url: str
 ) -> dict:
@@ -99,7 +88,7 @@ async def held_out(
         temperature=settings.temperature,
         completion_window=settings.completion_window,
     )
-    reseed_sail(url, seed)
+    set_knobs(url, seed=seed)
     return await evaluate(policy, course.held_out_rows, course.renderer, samples)
 
 

@@ -14,11 +14,11 @@ import time
 
 import sail
 import sail.tinker
-import urllib3
 
 from helpers.data import arithmetic_dataset
 from helpers.kimi import MODEL_NAME, offline_kimi_renderer
 from helpers.scoring import QUESTION_SUFFIX
+from local_stack.control.client import get_stats, set_knobs
 from local_stack.supervisor import start_local_stack, stop_local_stack
 
 ROLLOUTS = 64
@@ -63,21 +63,20 @@ async def run(url: str) -> None:
         f"-> {sequential / batched:.1f}x faster (target >= 5x)"
     )
 
-    http = urllib3.PoolManager()
-    http.request("POST", f"{url}/local/config", json={"latency": INJECTED_LATENCY_SECONDS})
+    set_knobs(url, latency=INJECTED_LATENCY_SECONDS)
     poll_interval = sail.tinker._POLL_INTERVAL_SECONDS
     sail.tinker._POLL_INTERVAL_SECONDS = 0.05
     try:
         delayed = await _timed(all_at_once())
     finally:
         sail.tinker._POLL_INTERVAL_SECONDS = poll_interval
-        http.request("POST", f"{url}/local/config", json={"latency": 0.0})
+        set_knobs(url, latency=0.0)
     print(
         f"{ROLLOUTS} concurrent rollouts with {INJECTED_LATENCY_SECONDS:.0f} s injected latency "
         f"(poll interval 0.05 s): {delayed:.2f} s (target <= "
         f"{INJECTED_LATENCY_SECONDS + 0.5:.1f} s)"
     )
-    stats = http.request("GET", f"{url}/local/stats").json()
+    stats = get_stats(url)
     print(
         f"server batches: {stats['batches']} for {stats['requests']} requests, "
         f"largest {stats['largest_batch']}"

@@ -18,10 +18,14 @@ import torch
 from aiohttp import web
 
 from local_stack import config
-from local_stack.sail import server as sail_server
+from local_stack.control.knobs import Knobs
+from local_stack.control.routes import control_app
+from local_stack.sail.routes import SERVICE as SAIL_SERVICE
+from local_stack.sail.routes import sail_app
 from local_stack.tinker import server as tinker_server
 
 PARENT_POLL_SECONDS = 0.5
+PARENT_WATCHDOG = web.AppKey("parent_watchdog", asyncio.Task)
 
 
 def make_app(public_url: str) -> web.Application:
@@ -30,7 +34,10 @@ def make_app(public_url: str) -> web.Application:
     app["storage_dir"] = config.storage_dir()
     app["public_url"] = public_url
     app.router.add_get("/healthz", healthz)
-    sail_server.setup(app)
+    knobs = Knobs.from_settings(config.knob_settings_from_env())
+    sail = sail_app(knobs)
+    app.add_subapp("/v1", sail)
+    app.add_subapp("/local", control_app(knobs, stats=lambda: sail[SAIL_SERVICE].stats()))
     tinker_server.setup(app, public_url)
     return app
 
@@ -79,4 +86,4 @@ async def _watch_parent(app: web.Application, parent_pid: int) -> None:
         print("local stack: parent process is gone, exiting", file=sys.stderr, flush=True)
         os.kill(os.getpid(), 15)
 
-    app["parent_watchdog"] = asyncio.ensure_future(watch())
+    app[PARENT_WATCHDOG] = asyncio.ensure_future(watch())

@@ -10,9 +10,12 @@ which would turn a bug in the stack into a notebook that hangs.
 
 from __future__ import annotations
 
+import hmac
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -73,3 +76,52 @@ def _answer(style: ServiceStyle, error: ApiError) -> web.Response:
 def service_app(style: ServiceStyle) -> web.Application:
     """An empty sub-app with the service's middleware; the service adds its routes."""
     return web.Application(middlewares=[service_middleware(style)])
+
+
+def bearer_key(key: str) -> Callable[[web.Request], bool]:
+    """An `authorized` check: the request carries `Authorization: Bearer <key>`."""
+    expected = f"Bearer {key}".encode()
+    return lambda request: hmac.compare_digest(
+        request.headers.get("Authorization", "").encode(), expected
+    )
+
+
+async def read_json(request: web.Request, *, max_bytes: int, json_type_only: bool = False) -> Any:
+    """The request body as JSON; oversized, non-UTF-8 or malformed bodies are refused.
+
+    Reads the stream itself, because `request.json()` would accept up to the root app's
+    `client_max_size`, which Tinker's large protobuf bodies set high. `json_type_only`
+    refuses other content types: a cross-origin page can only send a simple POST
+    (text/plain or form-encoded) without a preflight.
+    """
+    if json_type_only and request.content_type != "application/json":
+        raise ApiError(
+            f"the body must be sent as application/json, not {request.content_type!r}",
+            status=415,
+        )
+    too_large = ApiError(f"the request body is larger than {max_bytes} bytes", status=413)
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > max_bytes:
+            raise too_large
+    try:
+        return strict_json(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ApiError("the request body is not UTF-8 text") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ApiError(f"the request body is not valid JSON: {exc}") from None
+
+
+def strict_json(text: str) -> Any:
+    """`json.loads` without the NaN and Infinity Python's parser accepts (they are not JSON).
+
+    Raises json.JSONDecodeError, or RecursionError for absurdly deep nesting.
+    """
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)

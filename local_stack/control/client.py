@@ -1,0 +1,35 @@
+"""Calls to the control plane for tests and benchmarks (the notebooks never need them)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+from local_stack.config import SAIL_API_KEY
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def set_knobs(url: str, **changes: Any) -> dict[str, Any]:
+    """Change the stack's knobs (`latency`, `faults`, `seed`); returns all of them."""
+    return _call(url, "/local/config", changes)
+
+
+def get_knobs(url: str) -> dict[str, Any]:
+    return _call(url, "/local/config")
+
+
+def get_stats(url: str) -> dict[str, Any]:
+    """Counters: Sail's `batches`, `requests`, `largest_batch`, `split_batches`."""
+    return _call(url, "/local/stats")
+
+
+def _call(url: str, route: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url.rstrip("/") + route,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {SAIL_API_KEY}", "Content-Type": "application/json"},
+    )
+    with _NO_PROXY.open(request, timeout=30) as reply:
+        return json.load(reply)

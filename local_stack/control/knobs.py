@@ -1,0 +1,115 @@
+"""The local stack's test knobs: injected latency, injected faults, and the sampling seed.
+
+All off by default. Tests and demos set them at start-up (environment variables, see
+`local_stack.config.knob_settings_from_env`) or at runtime through the control plane
+(`POST /local/config`). The emulated services only read them; a service that keeps random
+state registers a listener to be reseeded when the seed is set.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+KNOB_NAMES = ("latency", "faults", "seed")
+FAULT_KINDS = ("failed", "expired", "http500", "malformed")
+# A response held longer than this would outlast the SDK's default polling budget anyway.
+MAX_LATENCY_SECONDS = 600.0
+MAX_SEED = 2**63 - 1  # what torch.Generator.manual_seed accepts
+
+
+@dataclass
+class Knobs:
+    """Latency (seconds before a response may report done), fault fractions, and the seed."""
+
+    latency: float = 0.0
+    faults: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+    _reseed_listeners: list[Callable[[int], None]] = field(default_factory=list, repr=False)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Knobs:
+        knobs = cls()
+        knobs.update(settings)
+        return knobs
+
+    def on_reseed(self, listener: Callable[[int], None]) -> None:
+        """Call `listener(seed)` whenever a seed is set (even the same one: it restarts)."""
+        self._reseed_listeners.append(listener)
+
+    def update(self, changes: Mapping[str, Any]) -> None:
+        """Apply `{"latency", "faults", "seed"}`, all or nothing.
+
+        Every value is checked before any is applied, so a refused change changes nothing.
+        Faults come as a mapping or as text like `failed=0.1,http500=0.05`; numbers may be
+        given as text (that is how they arrive from the environment). Raises ValueError.
+        """
+        if not isinstance(changes, Mapping):
+            raise ValueError("knob settings must be a JSON object")
+        unknown = sorted(set(changes) - set(KNOB_NAMES))
+        if unknown:
+            raise ValueError(f"unknown knobs {unknown}; the knobs are {list(KNOB_NAMES)}")
+        latency = _latency(changes["latency"]) if "latency" in changes else self.latency
+        faults = _faults(changes["faults"]) if "faults" in changes else self.faults
+        seed = _seed(changes["seed"]) if "seed" in changes else self.seed
+        self.latency, self.faults, self.seed = latency, faults, seed
+        if "seed" in changes:
+            for listener in self._reseed_listeners:
+                listener(seed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"latency": self.latency, "faults": dict(self.faults), "seed": self.seed}
+
+    def draw_fault(self, rng: random.Random) -> str | None:
+        """Which fault, if any, one response suffers."""
+        u = rng.random()
+        for kind in FAULT_KINDS:
+            u -= self.faults.get(kind, 0.0)
+            if u < 0:
+                return kind
+        return None
+
+
+def _number(name: str, value: Any, low: float, high: float) -> float:
+    """A finite number in [low, high], from a JSON number or its text."""
+    number = math.nan
+    if isinstance(value, int | float | str) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (ValueError, OverflowError):
+            pass
+    if not (math.isfinite(number) and low <= number <= high):
+        raise ValueError(f"{name} must be a number between {low} and {high}, got {value!r}")
+    return number
+
+
+def _latency(value: Any) -> float:
+    return _number("latency", value, 0.0, MAX_LATENCY_SECONDS)
+
+
+def _faults(value: Any) -> dict[str, float]:
+    if isinstance(value, str):
+        pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
+        if any(len(pair) != 2 for pair in pairs):
+            raise ValueError(f"faults must look like 'failed=0.1,http500=0.05', got {value!r}")
+        value = {kind.strip(): share for kind, share in pairs}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"faults must be an object of fractions, got {value!r}")
+    unknown = sorted(set(value) - set(FAULT_KINDS))
+    if unknown:
+        raise ValueError(f"unknown fault kinds {unknown}; the kinds are {list(FAULT_KINDS)}")
+    faults = {kind: _number(f"faults.{kind}", share, 0.0, 1.0) for kind, share in value.items()}
+    if sum(faults.values()) > 1:
+        raise ValueError(f"fault fractions must sum to at most 1, got {sum(faults.values())}")
+    return faults
+
+
+def _seed(value: Any) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise ValueError(f"seed must be an integer between 0 and {MAX_SEED}, got {value!r}")
+    return value

@@ -1,0 +1,15 @@
+"""The loopback Sail Responses API, split by layer as API emulators such as moto do it.
+
+It speaks exactly the subset `sail.SailTokenCompleter` uses (raw prompt tokens in, token ids
+and logprobs out), so the real SDK runs unchanged against the tiny local model.
+
+    routes           HTTP only: the `/v1` sub-app, auth and error mapping via local_stack.http
+    requests         a create body -> checked plain values (`SamplingRequest`), or a 4xx
+    service          responses and their state; no HTTP
+    batcher          concurrent requests decoded together on the compute thread
+    adapters         LoRA adapters: checked, applied with PEFT, cached by source URL
+    adapter_archive  bounded, loopback-only download and unpacking of adapter archives
+    wire             the Responses API body shapes
+
+Latency, faults and the seed are knobs of the control plane (`local_stack.control`).
+"""

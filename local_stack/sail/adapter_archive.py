@@ -1,0 +1,229 @@
+"""Downloading a LoRA archive from loopback and unpacking it, both within fixed bounds.
+
+An archive URL comes from a request, so its bytes are hostile until checked. The download
+talks only to loopback addresses, on every redirect hop and for every connection (a resolver
+that returns nothing else), and stops at MAX_ARCHIVE_BYTES. Unpacking decompresses through
+a reader that stops at MAX_EXPANDED_BYTES, accepts regular files only, and checks each
+member's declared size before reading it, so neither a compression bomb nor a sparse file
+nor a huge tar header can make the server allocate more than a few megabytes.
+`read_adapter_archive` is blocking: callers run it off the event loop.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import io
+import ipaddress
+import lzma
+import socket
+import tarfile
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import ThreadedResolver
+
+from local_stack.http import ApiError
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+# The largest adapter the tiny model can have (rank 32 on every module) is under 0.4 MB;
+# ten times that leaves room and still keeps a hostile archive harmless.
+MAX_ARCHIVE_BYTES = 4 * 1024**2
+MAX_EXPANDED_BYTES = 4 * 1024**2
+MAX_MEMBERS = 16
+MAX_REDIRECTS = 3
+FETCH_TIMEOUT_SECONDS = 30
+_REDIRECTS = (301, 302, 303, 307, 308)
+_PARAM = "metadata.lora"
+
+
+@dataclass(frozen=True)
+class Archive:
+    """Downloaded archive bytes and their sha256 (what a cached adapter is compared by)."""
+
+    data: bytes
+    digest: str
+
+
+async def fetch_archive(url: str) -> Archive:
+    """Download an adapter archive: loopback hosts only, at most MAX_ARCHIVE_BYTES."""
+    check_loopback_url(url)
+    connector = aiohttp.TCPConnector(resolver=_LoopbackResolver())
+    timeout = aiohttp.ClientTimeout(total=FETCH_TIMEOUT_SECONDS)
+    # auto_decompress off: a Content-Encoding bomb would otherwise expand inside aiohttp.
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=timeout, auto_decompress=False
+    ) as session:
+        try:
+            for _ in range(MAX_REDIRECTS + 1):
+                async with session.get(url, allow_redirects=False) as reply:
+                    if reply.status in _REDIRECTS and "Location" in reply.headers:
+                        url = urljoin(url, reply.headers["Location"])
+                        check_loopback_url(url)
+                        continue
+                    if reply.status != 200:
+                        raise ApiError(
+                            f"fetching the LoRA archive gave HTTP {reply.status}", param=_PARAM
+                        )
+                    return await _read_capped(reply)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ApiError(
+                f"could not fetch the LoRA archive: {type(exc).__name__}: {exc}", param=_PARAM
+            ) from None
+    raise ApiError(f"the LoRA URL redirects more than {MAX_REDIRECTS} times", param=_PARAM)
+
+
+def check_loopback_url(url: str) -> None:
+    """Only http(s) to a loopback address or `localhost`: the local stack is offline."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ApiError(f"LoRA URL must be http(s), got {url!r}", param=_PARAM)
+    host = parts.hostname or ""
+    if host != "localhost" and not _is_loopback_address(host):
+        raise ApiError(
+            f"refusing to fetch a LoRA from non-loopback host {host!r}: "
+            "the local stack only serves adapters from 127.0.0.1",
+            param=_PARAM,
+        )
+
+
+def _is_loopback_address(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _LoopbackResolver(AbstractResolver):
+    """Name lookups that keep loopback answers only, so no connection leaves the machine
+    whatever a name (`localhost` included) resolves to."""
+
+    def __init__(self) -> None:
+        self._resolver = ThreadedResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        found = await self._resolver.resolve(host, port, family)
+        loopback = [entry for entry in found if _is_loopback_address(entry["host"])]
+        if not loopback:
+            raise OSError(f"{host!r} resolves to no loopback address")
+        return loopback
+
+    async def close(self) -> None:
+        await self._resolver.close()
+
+
+async def _read_capped(reply: aiohttp.ClientResponse) -> Archive:
+    too_large = ApiError(
+        f"the LoRA archive is larger than {MAX_ARCHIVE_BYTES} bytes", param=_PARAM, status=413
+    )
+    if (reply.content_length or 0) > MAX_ARCHIVE_BYTES:
+        raise too_large
+    data, digest = bytearray(), hashlib.sha256()
+    async for chunk in reply.content.iter_chunked(64 * 1024):
+        data += chunk
+        digest.update(chunk)
+        if len(data) > MAX_ARCHIVE_BYTES:
+            raise too_large
+    return Archive(bytes(data), digest.hexdigest())
+
+
+def read_adapter_archive(archive: bytes) -> dict[str, bytes]:
+    """The two adapter files from a .tar (or .tar.gz, .tar.bz2, .tar.xz), at its top level."""
+    files: dict[str, bytes] = {}
+    names: list[str] = []
+    expanded = 0
+    try:
+        stream = _CappedReader(_decompressed(archive))
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            for member in tar:
+                names.append(member.name)
+                expanded += member.size
+                _check_member(member, len(names), expanded)
+                name = member.name.removeprefix("./")
+                if name in ADAPTER_FILES:
+                    if name in files:
+                        raise ApiError(f"the LoRA archive has {name} twice", param=_PARAM)
+                    files[name] = _read_member(tar, member)
+    except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
+        raise ApiError(
+            f"the LoRA archive is not a readable tar file: {type(exc).__name__}: {exc}",
+            param=_PARAM,
+        ) from None
+    missing = [name for name in ADAPTER_FILES if name not in files]
+    if missing:
+        raise ApiError(
+            f"LoRA archive lacks {', '.join(missing)} at its top level (it has {names})",
+            param=_PARAM,
+        )
+    return files
+
+
+def _check_member(member: tarfile.TarInfo, count: int, expanded: int) -> None:
+    """Refuse before reading: too many members, too many bytes, anything but a plain file."""
+    if count > MAX_MEMBERS:
+        raise ApiError(f"the LoRA archive has more than {MAX_MEMBERS} members", param=_PARAM)
+    if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE) or member.sparse is not None:
+        raise ApiError(
+            f"the LoRA archive member {member.name!r} is not a regular file (links, "
+            "directories, devices and sparse files are refused)",
+            param=_PARAM,
+        )
+    if expanded > MAX_EXPANDED_BYTES:
+        raise ApiError(
+            f"the LoRA archive expands to more than {MAX_EXPANDED_BYTES} bytes",
+            param=_PARAM,
+            status=413,
+        )
+
+
+def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    data = tar.extractfile(member).read()
+    if len(data) != member.size:
+        raise ApiError(f"the LoRA archive is truncated inside {member.name!r}", param=_PARAM)
+    return data
+
+
+def _decompressed(archive: bytes) -> BinaryIO:
+    """The archive's tar stream, decompressing by its magic bytes."""
+    raw = io.BytesIO(archive)
+    if archive.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=raw)
+    if archive.startswith(b"BZh"):
+        return bz2.BZ2File(raw)
+    if archive.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(raw)
+    return raw
+
+
+class _CappedReader(io.RawIOBase):
+    """Reads at most MAX_EXPANDED_BYTES plus tar's own headers from `inner`, and never asks
+    `inner` for more than that at once (tar reads a long header in a single call)."""
+
+    LIMIT = MAX_EXPANDED_BYTES + (MAX_MEMBERS + 4) * 2 * tarfile.BLOCKSIZE
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self._inner = inner
+        self._read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        room = self.LIMIT - self._read
+        wanted = room + 1 if size is None or size < 0 else min(size, room + 1)
+        data = self._inner.read(wanted)
+        self._read += len(data)
+        if self._read > self.LIMIT:
+            raise ApiError(
+                f"the LoRA archive expands to more than {MAX_EXPANDED_BYTES} bytes",
+                param=_PARAM,
+                status=413,
+            )
+        return data

@@ -1,0 +1,193 @@
+"""Parse and validate a `POST /v1/responses` body into plain values, or refuse it (4xx).
+
+Every field the service uses is checked here, type and range, so that nothing later can
+fail on a value a client chose: a request that passes this layer can be sampled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from local_stack.engine.model import BASE_MODEL_NAME, MAX_CONTEXT_TOKENS
+from local_stack.engine.sampler import SamplingParams
+from local_stack.engine.vocab import CompactVocab
+from local_stack.http import ApiError, strict_json
+
+COMPLETION_WINDOWS = ("balanced", "flex")
+RETIRED_COMPLETION_WINDOWS = ("priority", "15m")
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+# Temperature 0 is greedy. Any other temperature divides the logits; below MIN_TEMPERATURE
+# (a subnormal in the extreme) the scaled logits overflow to inf and the distribution is
+# NaN, so the smallest accepted one is far from that edge and already as good as greedy.
+MIN_TEMPERATURE = 0.01
+MAX_TEMPERATURE = 2.0
+# The nucleus is computed in float32, where a tiny top_p rounds to 0 and drops every token.
+MIN_TOP_P = 0.001
+MAX_TOKEN_ID = 2**31 - 1
+MAX_STOP_IDS = 64
+
+
+@dataclass(frozen=True)
+class LoraSource:
+    """Where a request's LoRA adapter lives and what the request says it is."""
+
+    url: str
+    source: str  # the URL without its query: signed URLs of one archive differ per request
+    given_config: dict[str, Any] | None  # the request's `tinker_adapter_config`
+    name: str | None  # the request's `tinker_lora_name` (a label; the URL decides)
+
+
+@dataclass(frozen=True)
+class SamplingRequest:
+    """A create body, checked: real prompt ids, sampling parameters (compact stop ids)."""
+
+    model: str
+    prompt: list[int]
+    params: SamplingParams
+    metadata: dict[str, str]
+    lora: LoraSource | None
+    include_logprobs: bool
+    background: bool
+
+
+def parse_sampling_request(body: Any, vocab: CompactVocab) -> SamplingRequest:
+    """Validate a create body the way the real service would."""
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    model = body.get("model")
+    if model != BASE_MODEL_NAME:
+        raise ApiError(
+            f"model {model!r} is not served here; the local stack serves {BASE_MODEL_NAME!r}",
+            param="model",
+            status=404,
+        )
+    if body.get("stream"):
+        raise ApiError("stream is not supported for raw-token requests", param="stream")
+    prompt = _token_ids(body.get("raw_prompt_tokens"), "raw_prompt_tokens", MAX_CONTEXT_TOKENS)
+    if not prompt:
+        raise ApiError(
+            "raw_prompt_tokens must be a non-empty list of token ids (the local stack serves "
+            "raw-token requests only)",
+            param="raw_prompt_tokens",
+        )
+    room = MAX_CONTEXT_TOKENS - len(prompt)
+    if room <= 0:
+        raise ApiError(
+            f"the prompt has {len(prompt)} tokens; the model's context is {MAX_CONTEXT_TOKENS}",
+            param="raw_prompt_tokens",
+        )
+    metadata = _metadata(body.get("metadata"))
+    check_completion_window(metadata.get("completion_window", "balanced"))
+    max_tokens = body.get("max_output_tokens", room)
+    if not _is_int(max_tokens) or max_tokens <= 0:
+        raise ApiError("max_output_tokens must be a positive integer", param="max_output_tokens")
+    stop = _token_ids(body.get("stop") or [], "stop", MAX_STOP_IDS)
+    # A stop id outside the compact vocabulary can never be sampled; dropping it keeps it
+    # from aliasing the unknown token.
+    known_stops = frozenset(c for c in vocab.to_compact(stop) if vocab.to_real([c])[0] in stop)
+    params = SamplingParams(
+        min(max_tokens, room), _temperature(body.get("temperature", 1.0)), _top_p(body), known_stops
+    )
+    include = body.get("include") or []
+    if not isinstance(include, list) or not all(isinstance(item, str) for item in include):
+        raise ApiError("include must be a list of strings", param="include")
+    background = body.get("background", False)
+    if not isinstance(background, bool):
+        raise ApiError("background must be true or false", param="background")
+    return SamplingRequest(
+        model, prompt, params, metadata, _lora(metadata), LOGPROBS_INCLUDE in include, background
+    )
+
+
+def check_completion_window(window: Any) -> None:
+    """Accept what the local tiny model offers; word refusals like the SDK's own checks."""
+    if window in COMPLETION_WINDOWS:
+        return
+    hint = "use 'balanced' or 'flex'"
+    if window in RETIRED_COMPLETION_WINDOWS:
+        message = f"completion_window {window!r} is retired; {hint}"
+    elif window == "asap":
+        message = f"completion_window 'asap' is not supported for {BASE_MODEL_NAME}; {hint}"
+    else:
+        message = f"completion_window {window!r} is not supported; {hint}"
+    raise ApiError(message, param="metadata.completion_window")
+
+
+def _token_ids(value: Any, param: str, most: int) -> list[int]:
+    if (
+        not isinstance(value, list)
+        or len(value) > most
+        or not all(_is_int(t) and 0 <= t <= MAX_TOKEN_ID for t in value)
+    ):
+        raise ApiError(
+            f"{param} must be a list of at most {most} token ids (integers from 0 to "
+            f"{MAX_TOKEN_ID}; stop strings are not supported with raw_prompt_tokens)",
+            param=param,
+        )
+    return list(value)
+
+
+def _temperature(value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (value == 0 or MIN_TEMPERATURE <= value <= MAX_TEMPERATURE)
+    ):
+        raise ApiError(
+            f"temperature must be 0 (greedy) or between {MIN_TEMPERATURE} and "
+            f"{MAX_TEMPERATURE}, got {value!r}",
+            param="temperature",
+        )
+    return float(value)
+
+
+def _top_p(body: dict[str, Any]) -> float:
+    value = body.get("top_p", 1.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not MIN_TOP_P <= value <= 1:
+        raise ApiError(f"top_p must be between {MIN_TOP_P} and 1, got {value!r}", param="top_p")
+    return float(value)
+
+
+def _metadata(value: Any) -> dict[str, str]:
+    metadata = {} if value is None else value
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise ApiError("metadata must be an object of strings", param="metadata")
+    return metadata
+
+
+def _lora(metadata: dict[str, str]) -> LoraSource | None:
+    """The adapter named by `metadata.lora` (a URL: uploaded LoRAs are not emulated)."""
+    url = metadata.get("lora")
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ApiError(f"metadata.lora must be an http(s) URL, got {url!r}", param="metadata.lora")
+    given = metadata.get("tinker_adapter_config")
+    if given is not None:
+        try:
+            given = strict_json(given)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ApiError(
+                f"tinker_adapter_config is not JSON: {exc}", param="metadata.tinker_adapter_config"
+            ) from None
+        if not isinstance(given, dict):
+            raise ApiError(
+                "tinker_adapter_config must be a JSON object",
+                param="metadata.tinker_adapter_config",
+            )
+    source = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    return LoraSource(url, source, given, metadata.get("tinker_lora_name"))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_finite_number(value: Any) -> bool:
+    """A JSON number that is neither NaN nor infinite (bools are not numbers)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

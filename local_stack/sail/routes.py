@@ -1,0 +1,86 @@
+"""HTTP for the Sail emulation: `POST /v1/responses` and `GET /v1/responses/{id}`.
+
+A sub-app mounted at `/v1`. Its middleware (`local_stack.http`) checks the Bearer key and
+turns every `ApiError` into Sail's error body; the handlers only read the body, hand it to
+the parsing layer and the service, and write the answer. Two injected faults are HTTP
+faults, so they are applied here: `http500` and `malformed` (a truncated JSON body).
+"""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+
+from local_stack.config import SAIL_API_KEY
+from local_stack.control.knobs import Knobs
+from local_stack.engine.compute import run_compute
+from local_stack.http import ApiError, ServiceStyle, bearer_key, read_json, service_app
+from local_stack.sail.requests import parse_sampling_request
+from local_stack.sail.service import SailService
+
+# A create body is a prompt of at most a few hundred ids and some metadata.
+MAX_BODY_BYTES = 1024**2
+
+SERVICE = web.AppKey("sail_service", SailService)
+KNOBS = web.AppKey("sail_knobs", Knobs)
+
+
+def _error_body(error: ApiError) -> dict:
+    kind = "authentication_error" if error.status == 401 else "invalid_request_error"
+    if error.status >= 500:
+        kind = "server_error"
+    code = "invalid_api_key" if error.status == 401 else None
+    return {"error": {"message": str(error), "type": kind, "param": error.param, "code": code}}
+
+
+SAIL_STYLE = ServiceStyle(
+    name="sail",
+    authorized=bearer_key(SAIL_API_KEY),
+    unauthorized=ApiError(
+        f"invalid or missing API key (the local stack accepts SAIL_API_KEY={SAIL_API_KEY})",
+        status=401,
+    ),
+    error_body=_error_body,
+)
+
+
+def sail_app(knobs: Knobs) -> web.Application:
+    """The Sail sub-app; its service (and the model) loads when the app starts."""
+    app = service_app(SAIL_STYLE)
+    app[KNOBS] = knobs
+    app.router.add_post("/responses", create_response)
+    app.router.add_get("/responses/{id}", retrieve_response)
+    app.on_startup.append(_start_service)
+    app.on_cleanup.append(_stop_service)
+    return app
+
+
+async def _start_service(app: web.Application) -> None:
+    app[SERVICE] = await run_compute(SailService, app[KNOBS])
+
+
+async def _stop_service(app: web.Application) -> None:
+    await app[SERVICE].batcher.close()
+
+
+async def create_response(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    body = await read_json(request, max_bytes=MAX_BODY_BYTES)
+    stored = await service.create(parse_sampling_request(body, service.vocab))
+    if stored.request.background:
+        return web.json_response(service.queued_body(stored))
+    return web.json_response(await service.wait_until_done(stored))
+
+
+async def retrieve_response(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    stored = service.find(request.match_info["id"])
+    if stored is None:
+        raise ApiError("no response with that id", status=404)
+    body = await service.wait(stored)
+    if body["status"] != "in_progress" and stored.fault == "http500":
+        raise ApiError("injected fault: internal server error", status=500)
+    if body["status"] != "in_progress" and stored.fault == "malformed":
+        return web.Response(text=json.dumps(body)[:40], content_type="application/json")
+    return web.json_response(body)

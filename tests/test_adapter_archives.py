@@ -1,0 +1,275 @@
+"""LoRA archives and URLs are hostile input to the local Sail server.
+
+Bombs, sparse files, oversized and endless downloads, impossible configs and redirects off
+the machine are refused with a 4xx while the server stays small and responsive, and the
+adapter a request gets is always the one its URL serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gzip
+import io
+import json
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from local_stack.engine.model import ADAPTER_CONFIG_PATH, load_base_model
+from tests.sail_support import (
+    HTTP,
+    QUESTIONS,
+    adapter_tar,
+    alongside_good_requests,
+    assert_logprobs_match,
+    create_body,
+    file_server,
+    load_adapter,
+    make_completer,
+    post_create,
+    sample_async,
+    save_adapter,
+    tar_bytes,
+)
+
+COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
+GIB = 1024**3
+MAX_RSS_GROWTH_BYTES = 200 * 1024**2
+MAX_HEALTH_SECONDS = 1.0
+
+
+def _header(name: str, size: int, kind: bytes = tarfile.REGTYPE, fmt=tarfile.USTAR_FORMAT):
+    info = tarfile.TarInfo(name)
+    info.size, info.type = size, kind
+    return info.tobuf(fmt)
+
+
+def _gzip_bomb(header: bytes) -> bytes:
+    """`header` then 1 GiB of zeros, as concatenated gzip members: about 1 MB on the wire."""
+    zeros_1mb = gzip.compress(b"\0" * 1024**2)
+    return gzip.compress(header) + zeros_1mb * 1024
+
+
+def _sparse_archive() -> bytes:
+    """A PAX 1.0 sparse member that would expand to 10 GiB on extraction."""
+    info = tarfile.TarInfo("GNUSparseFile.0/adapter_model.safetensors")
+    data = b"1\n0\n512\n".ljust(512, b"\0") + b"x" * 512
+    info.size = len(data)
+    info.pax_headers = {
+        "GNU.sparse.major": "1",
+        "GNU.sparse.minor": "0",
+        "GNU.sparse.name": "adapter_model.safetensors",
+        "GNU.sparse.realsize": str(10 * GIB),
+    }
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _with_config(weights: bytes, **changes: object) -> bytes:
+    config = json.dumps({**COURSE_CONFIG, **changes}).encode()
+    return tar_bytes({"adapter_config.json": config, "adapter_model.safetensors": weights})
+
+
+def _endless(handler) -> None:
+    """A download without Content-Length that never ends (until the client hangs up)."""
+    handler.send_response(200)
+    handler.end_headers()
+    chunk = b"\0" * 65536
+    for _ in range(4096):  # 256 MB at most, in case nobody hangs up
+        try:
+            handler.wfile.write(chunk)
+        except OSError:
+            return
+
+
+def _redirect(location: str, handler) -> None:
+    handler.send_response(302)
+    handler.send_header("Location", location)
+    handler.send_header("Content-Length", "0")
+    handler.end_headers()
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    routes: dict
+    adapter_a: Path
+    adapter_b: Path
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[Served]:
+    adapter_a = save_adapter(tmp_path_factory.mktemp("adapter-a"), seed=1)
+    adapter_b = save_adapter(tmp_path_factory.mktemp("adapter-b"), seed=2)
+    weights = (adapter_a / "adapter_model.safetensors").read_bytes()
+    good = adapter_tar(adapter_a, "w:gz")
+    routes = {
+        "/a.tar": adapter_tar(adapter_a),
+        "/b.tar": adapter_tar(adapter_b),
+        "/member-bomb.tar.gz": _gzip_bomb(_header("adapter_model.safetensors", GIB)),
+        "/pax-bomb.tar.gz": _gzip_bomb(_header("././@PaxHeader", GIB, tarfile.XHDTYPE)),
+        "/sparse.tar": _sparse_archive(),
+        "/oversized.tar": b"\0" * (64 * 1024**2),
+        "/endless.tar": _endless,
+        "/truncated.tar.gz": good[: len(good) // 2],
+        "/not-a-tar": b"<html>not an archive</html>",
+        "/huge-rank.tar": _with_config(weights, r=1_000_000),
+        "/huge-rank-pattern.tar": _with_config(weights, rank_pattern={"q_proj": 1_000_000}),
+        "/layer-replication.tar": _with_config(weights, layer_replication=[[0, 100_000]]),
+        "/non-utf8-config.tar": tar_bytes(
+            {"adapter_config.json": b"\xff\xfe{}", "adapter_model.safetensors": weights}
+        ),
+        "/redirect-out": functools.partial(_redirect, "http://example.com/a.tar"),
+        "/redirect-wildcard": None,  # set below: needs the port
+        "/redirect-in": functools.partial(_redirect, "/a.tar"),
+        "/redirect-loop": functools.partial(_redirect, "/redirect-loop"),
+    }
+    with file_server(routes) as url:
+        port = url.rsplit(":", 1)[1]
+        routes["/redirect-wildcard"] = functools.partial(_redirect, f"http://0.0.0.0:{port}/a.tar")
+        yield Served(url, routes, adapter_a, adapter_b)
+
+
+HOSTILE = [
+    ("/member-bomb.tar.gz", 413, "expands to more than"),
+    ("/pax-bomb.tar.gz", 413, "expands to more than"),
+    ("/sparse.tar", 400, "not a regular file"),
+    ("/oversized.tar", 413, "larger than"),
+    ("/endless.tar", 413, "larger than"),
+    ("/truncated.tar.gz", 400, "not a readable tar"),
+    ("/not-a-tar", 400, "not a readable tar"),
+    ("/huge-rank.tar", 400, "ranks must be integers from 1 to 32"),
+    ("/huge-rank-pattern.tar", 400, "ranks must be integers from 1 to 32"),
+    ("/layer-replication.tar", 400, "layer_replication"),
+    ("/non-utf8-config.tar", 400, "not UTF-8"),
+    ("/redirect-out", 400, "non-loopback host 'example.com'"),
+    ("/redirect-wildcard", 400, "non-loopback host '0.0.0.0'"),
+    ("/redirect-loop", 400, "redirects more than"),
+    ("/missing.tar", 400, "HTTP 404"),
+]
+
+
+def _create_with_lora(url: str, lora_url: str):
+    metadata = {"completion_window": "balanced", "lora": lora_url}
+    return post_create(url, create_body(metadata=metadata))
+
+
+@dataclass
+class ServerWatch:
+    peak_rss: int = 0
+    slowest_health: float = 0.0
+    polls: int = 0
+
+
+@contextmanager
+def watching(url: str, pid: int) -> Iterator[ServerWatch]:
+    """Poll `/healthz` and the server's resident memory every 50 ms while the block runs."""
+    watch, stop = ServerWatch(), threading.Event()
+    process = psutil.Process(pid)
+
+    def poll() -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            reply = HTTP.request("GET", f"{url}/healthz", timeout=MAX_HEALTH_SECONDS * 5)
+            assert reply.status == 200
+            watch.slowest_health = max(watch.slowest_health, time.monotonic() - started)
+            watch.peak_rss = max(watch.peak_rss, process.memory_info().rss)
+            watch.polls += 1
+            stop.wait(0.05)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        yield watch
+    finally:
+        stop.set()
+        poller.join()
+
+
+def test_hostile_archives_are_refused_in_bounded_memory(local_stack, renderer, served):
+    lora = functools.partial(
+        make_completer,
+        temperature=0.0,
+        adapter_config=COURSE_CONFIG,
+        tinker_lora_name="good",
+    )
+    model, vocab = load_adapter(served.adapter_a), load_base_model()[1]
+    # Warm up: the good adapter loaded once, so the growth measured below is the hostile part.
+    alongside_good_requests(
+        renderer, lora(tinker_lora_signed_url=f"{served.url}/a.tar"), model, vocab, []
+    )
+    baseline = psutil.Process(local_stack.pid).memory_info().rss
+    calls = [
+        functools.partial(_create_with_lora, local_stack.url, served.url + path)
+        for path, *_ in HOSTILE
+    ]
+    with watching(local_stack.url, local_stack.pid) as watch:
+        # The redirect that stays on loopback is followed: the good request goes through it.
+        good = lora(tinker_lora_signed_url=f"{served.url}/redirect-in")
+        replies = alongside_good_requests(renderer, good, model, vocab, calls)
+    for (path, status, words), reply in zip(HOSTILE, replies, strict=True):
+        assert reply.status == status, (path, reply.data[:300])
+        error = reply.json()["error"]
+        assert words in error["message"] and error["param"] == "metadata.lora", (path, error)
+    print(
+        f"{watch.polls} health polls, slowest {watch.slowest_health:.3f} s; "
+        f"peak RSS growth {(watch.peak_rss - baseline) / 1024**2:.0f} MB"
+    )
+    assert watch.polls >= 2
+    assert watch.slowest_health < MAX_HEALTH_SECONDS
+    assert watch.peak_rss - baseline < MAX_RSS_GROWTH_BYTES
+
+
+def test_same_lora_name_gets_the_adapter_its_url_serves(local_stack, renderer, served):
+    """Same `tinker_lora_name`, different URLs, at the same time; then new bytes at a URL."""
+    model_a, model_b = load_adapter(served.adapter_a), load_adapter(served.adapter_b)
+    vocab = load_base_model()[1]
+
+    def named(path: str):
+        return make_completer(
+            temperature=0.0,
+            tinker_lora_signed_url=f"{served.url}{path}?sig=1",
+            adapter_config=COURSE_CONFIG,
+            tinker_lora_name="same-name",
+        )
+
+    async def both():
+        return await asyncio.gather(
+            sample_async(named("/a.tar"), renderer, QUESTIONS),
+            sample_async(named("/b.tar"), renderer, QUESTIONS),
+        )
+
+    results_a, results_b = asyncio.run(both())
+    for question, result_a, result_b in zip(QUESTIONS, results_a, results_b, strict=True):
+        assert_logprobs_match(model_a, vocab, renderer, question, result_a)
+        assert_logprobs_match(model_b, vocab, renderer, question, result_b)
+    original = served.routes["/a.tar"]
+    served.routes["/a.tar"] = served.routes["/b.tar"]  # the checkpoint behind the URL changed
+    try:
+        (result,) = asyncio.run(sample_async(named("/a.tar"), renderer, QUESTIONS[:1]))
+        assert_logprobs_match(model_b, vocab, renderer, QUESTIONS[0], result)
+    finally:
+        served.routes["/a.tar"] = original
+
+
+def test_lora_url_must_name_a_loopback_host(local_stack, served):
+    port = served.url.rsplit(":", 1)[1]
+    assert _create_with_lora(local_stack.url, f"http://localhost:{port}/a.tar").status == 200
+    for lora_url, words in [
+        ("https://example.com/a.tar", "non-loopback host 'example.com'"),
+        ("http://0.0.0.0:1/a.tar", "non-loopback host '0.0.0.0'"),
+        ("http://10.0.0.1/a.tar", "non-loopback host '10.0.0.1'"),
+        ("http://127.0.0.1:9/a.tar", "could not fetch"),  # loopback, but nothing listens
+    ]:
+        reply = _create_with_lora(local_stack.url, lora_url)
+        assert reply.status == 400 and words in reply.json()["error"]["message"], reply.data
