@@ -19,7 +19,7 @@ from aiohttp import web
 
 from local_stack import config
 from local_stack.sail import server as sail_server
-from local_stack.tinker import server as tinker_server
+from local_stack.tinker.routes import mount_tinker
 
 PARENT_POLL_SECONDS = 0.5
 
@@ -31,7 +31,7 @@ def make_app(public_url: str) -> web.Application:
     app["public_url"] = public_url
     app.router.add_get("/healthz", healthz)
     sail_server.setup(app)
-    tinker_server.setup(app, public_url)
+    mount_tinker(app, config.storage_dir(), public_url)
     return app
 
 

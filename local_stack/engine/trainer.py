@@ -8,15 +8,14 @@ What Tinker documents, and this module reproduces:
   `importance_sampling` = -sum(exp(logp - sampler_logp) * advantages).
 - `forward_backward` returns each datum's per-token logprobs of its targets and adds the
   gradient of the summed loss to the accumulated gradients; only `optim_step` consumes them.
-- `optim_step` is AdamW exactly as `torch.optim.AdamW` computes it, with the step's own
-  learning rate, betas, eps, decoupled weight decay and optional global-norm clipping.
+- `optim_step` is `torch.optim.AdamW` with the step's own learning rate, betas, eps,
+  decoupled weight decay and optional global-norm clipping (`clip_grad_norm_`'s rule).
 
 Every method here runs torch work and must be called on the compute thread.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,67 +113,31 @@ class ForwardBackwardResult:
     loss_sum: float
 
 
-class AdamW:
-    """AdamW over named parameters, with state that saves and restores by name.
+@torch.no_grad()
+def adamw_step(optimizer: torch.optim.AdamW, hp: AdamParams) -> float:
+    """One Tinker `optim_step` with torch's AdamW: returns the gradient norm before clipping.
 
-    The arithmetic matches `torch.optim.AdamW` (single-tensor path) operation for operation,
-    so a run here and a run with torch's optimizer agree to rounding.
+    Tinker's hyper-parameters come with every step, so they are set on the parameter group
+    each time. A parameter without an accumulated gradient counts as a zero gradient (torch
+    would skip it), so every parameter's moments decay and all share one step count.
     """
-
-    def __init__(self, params: Mapping[str, torch.nn.Parameter]) -> None:
-        self.params = dict(params)
-        self.steps = 0
-        self.exp_avg = {name: torch.zeros_like(p) for name, p in self.params.items()}
-        self.exp_avg_sq = {name: torch.zeros_like(p) for name, p in self.params.items()}
-
-    @torch.no_grad()
-    def step(self, hp: AdamParams) -> float:
-        """Apply one update from the accumulated gradients, clear them, return their norm.
-
-        A parameter with no accumulated gradient counts as a zero gradient, so its moments
-        still decay and its step count stays the optimizer's.
-        """
-        grads = {
-            name: p.grad if p.grad is not None else torch.zeros_like(p)
-            for name, p in self.params.items()
-        }
-        grad_norm = torch.linalg.vector_norm(
-            torch.stack([torch.linalg.vector_norm(g) for g in grads.values()])
-        ).item()
-        if hp.grad_clip_norm > 0:
-            # torch.nn.utils.clip_grad_norm_'s rule: scale by max_norm / (norm + 1e-6), capped at 1.
-            scale = min(1.0, hp.grad_clip_norm / (grad_norm + 1e-6))
-            for g in grads.values():
-                g.mul_(scale)
-        self.steps += 1
-        bias_correction1 = 1 - hp.beta1**self.steps
-        bias_correction2_sqrt = math.sqrt(1 - hp.beta2**self.steps)
-        for name, p in self.params.items():
-            grad, exp_avg, exp_avg_sq = grads[name], self.exp_avg[name], self.exp_avg_sq[name]
-            p.mul_(1 - hp.learning_rate * hp.weight_decay)
-            exp_avg.lerp_(grad, 1 - hp.beta1)
-            exp_avg_sq.mul_(hp.beta2).addcmul_(grad, grad, value=1 - hp.beta2)
-            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(hp.eps)
-            p.addcdiv_(exp_avg, denom, value=-hp.learning_rate / bias_correction1)
-            p.grad = None
-        return grad_norm
-
-    def save(self, path: Path) -> None:
-        tensors = {f"{name}.exp_avg": t for name, t in self.exp_avg.items()}
-        tensors |= {f"{name}.exp_avg_sq": t for name, t in self.exp_avg_sq.items()}
-        save_file(tensors, path, metadata={"steps": str(self.steps)})
-
-    def load(self, path: Path) -> None:
-        with safe_open(path, "pt") as f, torch.no_grad():
-            for name in self.params:
-                self.exp_avg[name].copy_(f.get_tensor(f"{name}.exp_avg"))
-                self.exp_avg_sq[name].copy_(f.get_tensor(f"{name}.exp_avg_sq"))
-            self.steps = int(f.metadata()["steps"])
-
-    def reset(self) -> None:
-        self.steps = 0
-        for t in (*self.exp_avg.values(), *self.exp_avg_sq.values()):
-            t.zero_()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    if hp.grad_clip_norm > 0:
+        torch.nn.utils.clip_grads_with_norm_(params, hp.grad_clip_norm, grad_norm)
+    for group in optimizer.param_groups:
+        group.update(
+            lr=hp.learning_rate,
+            betas=(hp.beta1, hp.beta2),
+            eps=hp.eps,
+            weight_decay=hp.weight_decay,
+        )
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm.item()
 
 
 class LoraTrainer:
@@ -200,9 +163,8 @@ class LoraTrainer:
             if "lora_" in name and _module_name(name) in frozen:
                 p.requires_grad_(False)
         self.vocab = vocab
-        self.optimizer = AdamW(
-            {name: p for name, p in self.model.named_parameters() if p.requires_grad}
-        )
+        self.params = {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+        self.optimizer = torch.optim.AdamW(self.params.values(), foreach=False)
 
     def forward_backward(
         self, data: Sequence[TrainingDatum], loss_fn: str, *, backward: bool = True
@@ -246,15 +208,26 @@ class LoraTrainer:
         return [logprobs_BT[row, :length] for row, length in enumerate(lengths)]
 
     def optim_step(self, hp: AdamParams) -> dict[str, float]:
-        grad_norm = self.optimizer.step(hp)
+        grad_norm = adamw_step(self.optimizer, hp)
         return {"optim/grad_norm": grad_norm, "optim/learning_rate": hp.learning_rate}
+
+    def optimizer_state(self) -> tuple[int, dict[str, torch.Tensor]]:
+        """Adam's step count and its moments by parameter name (zeros before the first step)."""
+        steps, tensors = 0, {}
+        for name, p in self.params.items():
+            state = self.optimizer.state.get(p) or {}
+            steps = int(state["step"]) if state else 0
+            for key in ("exp_avg", "exp_avg_sq"):
+                tensors[f"{name}.{key}"] = state.get(key, torch.zeros_like(p))
+        return steps, tensors
 
     def save(self, directory: Path, *, with_optimizer: bool) -> None:
         """Write the PEFT adapter (what Sail loads) and, for a training state, the optimizer."""
         self.model.save_pretrained(directory, save_embedding_layers=False)
         (directory / "README.md").unlink(missing_ok=True)  # PEFT's model card: not an adapter file
         if with_optimizer:
-            self.optimizer.save(directory / OPTIMIZER_FILE)
+            steps, tensors = self.optimizer_state()
+            save_file(tensors, directory / OPTIMIZER_FILE, metadata={"steps": str(steps)})
 
     def load(self, directory: Path, *, with_optimizer: bool) -> None:
         """Restore adapter weights; restore the optimizer too, or reset it (Tinker's load_state)."""
@@ -262,16 +235,30 @@ class LoraTrainer:
         result = peft.set_peft_model_state_dict(self.model, state)
         if result.unexpected_keys:
             raise ValueError(f"checkpoint does not fit this adapter: {result.unexpected_keys}")
-        if with_optimizer:
-            self.optimizer.load(directory / OPTIMIZER_FILE)
-        else:
-            self.optimizer.reset()
-        for p in self.optimizer.params.values():
-            p.grad = None
+        self.optimizer.state.clear()  # Tinker's load_state starts Adam afresh...
+        if with_optimizer:  # ...and load_state_with_optimizer restores it
+            self._load_optimizer(directory / OPTIMIZER_FILE)
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _load_optimizer(self, path: Path) -> None:
+        with safe_open(path, "pt") as f:
+            steps = int(f.metadata()["steps"])
+            if steps == 0:
+                return
+            state = {
+                i: {
+                    "step": torch.tensor(float(steps), dtype=torch.float32),
+                    "exp_avg": f.get_tensor(f"{name}.exp_avg"),
+                    "exp_avg_sq": f.get_tensor(f"{name}.exp_avg_sq"),
+                }
+                for i, name in enumerate(self.params)
+            }
+        groups = self.optimizer.state_dict()["param_groups"]
+        self.optimizer.load_state_dict({"state": state, "param_groups": groups})
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """Copies of the adapter's trainable tensors by name (for tests and comparisons)."""
-        return {name: p.detach().clone() for name, p in self.optimizer.params.items()}
+        return {name: p.detach().clone() for name, p in self.params.items()}
 
 
 def _module_name(param_name: str) -> str:
