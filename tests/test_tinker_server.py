@@ -35,8 +35,8 @@ from local_stack.tinker import futures
 from local_stack.tinker.futures import RequestSequencer
 from local_stack.tinker.routes import SERVICE, mount_tinker
 from local_stack.tinker.service import TinkerService
+from tests.tinker_datums import MODEL, rl_datum
 
-MODEL = "moonshotai/Kimi-K2.6"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAIL_FAST_SECONDS = 10.0
 
@@ -106,24 +106,6 @@ def fails_fast(error: type[BaseException], match: str | None = None) -> Iterator
     with pytest.raises(error, match=match):
         yield
     assert time.monotonic() - started < FAIL_FAST_SECONDS
-
-
-def rl_datum(n_prompt: int = 6, n_completion: int = 5, seed: int = 0) -> types.Datum:
-    """An importance_sampling datum over real Kimi ids of the local vocabulary."""
-    vocab = json.loads((REPO_ROOT / "local_stack/engine/base_model/vocab.json").read_text())
-    rng = np.random.default_rng(seed)
-    tokens = rng.choice(vocab["real_ids"], size=n_prompt + n_completion).tolist()
-    length = len(tokens) - 1
-    advantages = np.zeros(length, np.float32)
-    advantages[n_prompt - 1 :] = rng.normal(size=n_completion)
-    return types.Datum(
-        model_input=types.ModelInput.from_ints(tokens[:-1]),
-        loss_fn_inputs={
-            "target_tokens": np.array(tokens[1:], np.int64),
-            "logprobs": np.full(length, -3.0, np.float32),
-            "advantages": advantages,
-        },
-    )
 
 
 async def train(training_client, steps: int, learning_rate: float = 1e-2) -> None:

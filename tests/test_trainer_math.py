@@ -19,6 +19,7 @@ from local_stack.engine.model import tiny_llama_config
 from local_stack.engine.trainer import (
     LoraTrainer,
     MalformedDatum,
+    NonFiniteUpdate,
     TrainingDatum,
     adamw_step,
     check_datum,
@@ -237,3 +238,46 @@ def test_malformed_datums_are_rejected(change, message):
         check_datum(TrainingDatum(datum.input_ids, inputs), "importance_sampling", max_tokens=256)
     with pytest.raises(MalformedDatum, match="tokens"):
         check_datum(datum, "importance_sampling", max_tokens=4)
+
+
+def poisoned(data: list[TrainingDatum]) -> list[TrainingDatum]:
+    """The same datums, the last with sampler logprobs so low that exp(logp - them) overflows."""
+    last = data[-1]
+    inputs = dict(last.loss_inputs, logprobs=np.full_like(last.loss_inputs["logprobs"], -1e4))
+    return [*data[:-1], TrainingDatum(last.input_ids, inputs)]
+
+
+def test_a_non_finite_loss_accumulates_nothing():
+    trainer = make_trainer()
+    trainer.forward_backward(make_data("importance_sampling"), "importance_sampling")
+    grads = {n: p.grad.clone() for n, p in trainer.params.items()}
+    # 70 datums: the first micro-batch of 64 is fine and its gradient is added before the
+    # poisoned second one fails; the failure must take it back out.
+    data = poisoned(make_data("importance_sampling", lengths=(3,) * 70, seed=1))
+    with pytest.raises(NonFiniteUpdate, match="loss of this batch is (-?inf|nan).*not accumulated"):
+        trainer.forward_backward(data, "importance_sampling")
+    for name, p in trainer.params.items():
+        assert torch.equal(p.grad, grads[name]), name
+
+
+def test_an_update_that_would_leave_non_finite_weights_is_undone():
+    """The refused step leaves weights and Adam's state exactly as a run that never tried it."""
+    trainer, twin = make_trainer(), make_trainer()
+    data, hp = make_data("importance_sampling"), AdamParams(learning_rate=1e-2)
+    for t in (trainer, twin):
+        t.forward_backward(data, "importance_sampling")
+        t.optim_step(hp)
+    trainer.forward_backward(data, "importance_sampling")
+    next(iter(trainer.params.values())).grad[0, 0] = float("inf")  # as a poisoned sum would
+    with pytest.raises(NonFiniteUpdate, match="not applied"):
+        trainer.optim_step(hp)
+    assert all(p.grad is None for p in trainer.params.values())  # the bad gradients are gone
+    for t in (trainer, twin):
+        t.forward_backward(data, "importance_sampling")
+        t.optim_step(hp)
+    (steps, moments), (twin_steps, twin_moments) = trainer.optimizer_state(), twin.optimizer_state()
+    assert steps == twin_steps == 2
+    for name, p in trainer.params.items():
+        assert torch.isfinite(p).all() and torch.equal(p, twin.params[name]), name
+    for name, moment in moments.items():
+        assert torch.equal(moment, twin_moments[name]), name

@@ -16,7 +16,8 @@ Every method here runs torch work and must be called on the compute thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +77,10 @@ class MalformedDatum(ValueError):
     """A datum the loss function cannot use; the message says what is wrong."""
 
 
+class NonFiniteUpdate(ValueError):
+    """A loss, gradient or update that is not finite; the trainer refused it unchanged."""
+
+
 @dataclass(frozen=True)
 class TrainingDatum:
     """One sequence as it arrived: real Kimi token ids and its per-target loss inputs."""
@@ -90,7 +95,7 @@ def check_datum(datum: TrainingDatum, loss_fn: str, max_tokens: int) -> None:
     given = set(datum.loss_inputs)
     if given != expected:
         raise MalformedDatum(
-            f"{loss_fn} takes loss_fn_inputs {sorted(expected)}; got {sorted(given)}"
+            f"{loss_fn} takes loss_fn_inputs {sorted(expected)}; got {sorted(given)!s:.200}"
         )
     length = len(datum.input_ids)
     if not 0 < length <= max_tokens:
@@ -171,8 +176,28 @@ class LoraTrainer:
     ) -> ForwardBackwardResult:
         """Logprobs and summed loss for `data`; with `backward`, accumulate its gradient.
 
-        The data must have passed `check_datum` (the server checks before queueing).
+        The data must have passed `check_datum` (the server checks before queueing). A
+        non-finite loss or gradient raises NonFiniteUpdate and leaves the accumulated
+        gradients exactly as they were.
         """
+        if not backward:
+            return self._forward_backward(data, loss_fn, backward=False)
+        grads_before = {
+            name: None if p.grad is None else p.grad.clone() for name, p in self.params.items()
+        }
+        try:
+            result = self._forward_backward(data, loss_fn, backward=True)
+            if not _all_finite(p.grad for p in self.params.values() if p.grad is not None):
+                raise NonFiniteUpdate("the gradient of this batch is not finite")
+        except NonFiniteUpdate as e:
+            for name, p in self.params.items():
+                p.grad = grads_before[name]
+            raise NonFiniteUpdate(f"{e}; it was not accumulated (the model is unchanged)") from e
+        return result
+
+    def _forward_backward(
+        self, data: Sequence[TrainingDatum], loss_fn: str, *, backward: bool
+    ) -> ForwardBackwardResult:
         spec = LOSS_FNS[loss_fn]
         logprobs: list[np.ndarray] = []
         loss_sum = 0.0
@@ -183,6 +208,12 @@ class LoraTrainer:
                 losses = [spec(lp_T, d) for d, lp_T in zip(chunk, logprobs_DT, strict=True)]
                 loss = torch.stack(losses).sum()
             if backward:
+                if not torch.isfinite(loss):
+                    raise NonFiniteUpdate(
+                        f"the {loss_fn} loss of this batch is {loss.item()}: check its loss "
+                        "inputs (an importance weight exp(logprobs - sampler logprobs) "
+                        "overflows when the sampler's logprobs are far below the model's)"
+                    )
                 loss.backward()
             loss_sum += loss.item()
             logprobs.extend(lp.detach().numpy().astype(np.float32) for lp in logprobs_DT)
@@ -208,7 +239,25 @@ class LoraTrainer:
         return [logprobs_BT[row, :length] for row, length in enumerate(lengths)]
 
     def optim_step(self, hp: AdamParams) -> dict[str, float]:
+        """One AdamW step from the accumulated gradients, which it consumes.
+
+        A step that would leave a non-finite weight is undone: the weights and Adam's state
+        stay the last good ones, the gradients are dropped, and NonFiniteUpdate says so.
+        """
+        weights = {name: p.detach().clone() for name, p in self.params.items()}
+        moments = {p: {k: t.clone() for k, t in s.items()} for p, s in self.optimizer.state.items()}
         grad_norm = adamw_step(self.optimizer, hp)
+        if not (math.isfinite(grad_norm) and _all_finite(self.params.values())):
+            with torch.no_grad():
+                for name, p in self.params.items():
+                    p.copy_(weights[name])
+            self.optimizer.state.clear()  # (hyper-parameters need no restoring: set each step)
+            self.optimizer.state.update(moments)
+            raise NonFiniteUpdate(
+                f"this optim_step (gradient norm {grad_norm}) would make weights non-finite, "
+                "so it was not applied: the weights and optimizer state are the last good "
+                "ones, and the accumulated gradients were discarded"
+            )
         return {"optim/grad_norm": grad_norm, "optim/learning_rate": hp.learning_rate}
 
     def optimizer_state(self) -> tuple[int, dict[str, torch.Tensor]]:
@@ -259,6 +308,10 @@ class LoraTrainer:
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """Copies of the adapter's trainable tensors by name (for tests and comparisons)."""
         return {name: p.detach().clone() for name, p in self.params.items()}
+
+
+def _all_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors)
 
 
 def _module_name(param_name: str) -> str:

@@ -22,6 +22,10 @@ logger = logging.getLogger(__name__)
 # A seq_id the client numbered but never sent (it failed client-side) stalls its model's
 # queue this long before the queue moves on.
 SEQ_GAP_SECONDS = 5.0
+# How far past a model's last seq_id a request may be. The SDK numbers requests one by one
+# (a forward_backward's chunks take consecutive ids), so only a broken or hostile client
+# gets near this; past it, the gap would stall the queue and then skip the real requests.
+MAX_SEQ_AHEAD = 1000
 
 # A job's result: whatever the service computes (the routes encode it for the wire).
 Job = Callable[[], object]
@@ -89,11 +93,18 @@ class RequestSequencer:
         self._task: asyncio.Task | None = None
 
     def claim(self, seq_id: int | None) -> int:
-        """The seq_id to run a new request at; ValueError if it was already used."""
+        """The seq_id to run a new request at; ValueError if it was already used, or if it
+        is so far past the last one that the gap would make the queue skip real requests."""
+        last = max([self._next - 1, *self._queued])
         if seq_id is None:
-            return max([self._next - 1, *self._queued]) + 1
+            return last + 1
         if seq_id < self._next or seq_id in self._queued:
             raise ValueError(f"seq_id {seq_id} was already used for this model")
+        if seq_id > last + MAX_SEQ_AHEAD:
+            raise ValueError(
+                f"seq_id {seq_id} is too far ahead: this model's last seq_id is {last}, "
+                f"and a request may be at most {MAX_SEQ_AHEAD} past it"
+            )
         return seq_id
 
     def submit(self, seq_id: int, job: Callable[[], Awaitable[None]] | None) -> None:

@@ -130,8 +130,7 @@ async def create_session(request: web.Request) -> web.Response:
 
 
 async def session_heartbeat(request: web.Request) -> web.Response:
-    heartbeat = requests.parse(types.SessionHeartbeatRequest, await request.read())
-    _service(request).heartbeat(heartbeat.session_id)
+    _service(request).heartbeat(requests.session_id(await request.read()))
     return _json({"type": "session_heartbeat"})
 
 
@@ -149,8 +148,7 @@ async def create_model(request: web.Request) -> web.Response:
 
 
 async def get_info(request: web.Request) -> web.Response:
-    model_id = requests.parse(types.GetInfoRequest, await request.read()).model_id
-    model = _service(request).model(model_id)
+    model = _service(request).model(requests.model_id(await request.read()))
     model_name = model.info.base_model
     return _json(
         {
@@ -196,7 +194,7 @@ load_weights = _queued(requests.queued_json, requests.load_weights, TinkerServic
 
 
 async def retrieve_future(request: web.Request) -> web.Response:
-    request_id = requests.parse(types.FutureRetrieveRequest, await request.read()).request_id
+    request_id = requests.request_id(await request.read())
     result = await _service(request).result(request_id, LONG_POLL_SECONDS)
     if result is None:
         return _json({"type": "try_again", "request_id": request_id, "queue_state": "active"})

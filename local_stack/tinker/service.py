@@ -18,7 +18,12 @@ from pathlib import Path
 
 from tinker.types import AdamParams
 
-from local_stack.engine.checkpoints import CheckpointRef, CheckpointStore, RunInfo
+from local_stack.engine.checkpoints import (
+    CheckpointExists,
+    CheckpointRef,
+    CheckpointStore,
+    RunInfo,
+)
 from local_stack.engine.model import (
     BASE_MODEL_NAME,
     MAX_CONTEXT_TOKENS,
@@ -63,6 +68,7 @@ class TinkerService:
         self.store = store
         self.sessions: dict[str, bool] = {}  # session id -> finished
         self.models: dict[str, TrainingModel] = {}
+        self._building: set[str] = set()
         self.futures = FutureTable()
         self._tasks: set[asyncio.Task] = set()
 
@@ -98,7 +104,7 @@ class TinkerService:
 
     def heartbeat(self, session_id: str) -> None:
         if self._session(session_id):
-            raise SessionFinished(f"session {session_id!r} has finished")
+            raise SessionFinished(f"session {session_id!r:.80} has finished")
 
     def finish_session(self, session_id: str) -> None:
         self._session(session_id)
@@ -107,7 +113,7 @@ class TinkerService:
     def _session(self, session_id: str) -> bool:
         """Whether the session has finished; UnknownId if there is no such session."""
         if session_id not in self.sessions:
-            raise UnknownId(f"unknown session {session_id!r}")
+            raise UnknownId(f"unknown session {session_id!r:.80}")
         return self.sessions[session_id]
 
     @staticmethod
@@ -122,8 +128,10 @@ class TinkerService:
         """Start building a model; returns its future's request id and the model id."""
         self._session(req.session_id)
         model_id = f"{req.session_id}:train:{req.model_seq_id}"
-        if model_id in self.models:
+        # Reserved until built, so two concurrent creates cannot both claim one model id.
+        if model_id in self.models or model_id in self._building:
             raise ValueError(f"model_seq_id {req.model_seq_id} was already used in this session")
+        self._building.add(model_id)
         seed = req.seed if req.seed is not None else secrets.randbits(31)
         request_id, future = self.futures.new()
 
@@ -133,12 +141,18 @@ class TinkerService:
             self.models[model_id] = TrainingModel(model_id, req.info, trainer)
             return {"type": "create_model", "model_id": model_id}
 
-        self._spawn(future.complete_with(build))
+        async def create() -> None:
+            try:
+                await future.complete_with(build)
+            finally:
+                self._building.discard(model_id)
+
+        self._spawn(create())
         return request_id, model_id
 
     def model(self, model_id: str | None) -> TrainingModel:
         if model_id not in self.models:
-            raise UnknownId(f"unknown model_id {model_id!r}: create a training client first")
+            raise UnknownId(f"unknown model_id {model_id!r:.80}: create a training client first")
         return self.models[model_id]
 
     def submit(
@@ -166,7 +180,7 @@ class TinkerService:
         """The request's result, waiting up to `wait_seconds` for it (None: not yet)."""
         future = self.futures.get(request_id)
         if future is None:
-            raise UnknownId(f"unknown request_id {request_id!r}")
+            raise UnknownId(f"unknown request_id {request_id!r:.80}")
         try:
             await asyncio.wait_for(future.done.wait(), wait_seconds)
         except TimeoutError:
@@ -185,13 +199,14 @@ class TinkerService:
 
     def save(self, model: TrainingModel, req: Save) -> Callable[[], Result]:
         ref = CheckpointRef(model.model_id, req.kind, req.name)
-        if not req.overwrite and self.store.exists(ref):
-            raise ValueError(f"{ref.tinker_path} already exists; pass overwrite=True")
+        if not req.overwrite and self.store.exists(ref):  # refused at once, when it can be
+            raise CheckpointExists(f"{ref.tinker_path} already exists; pass overwrite=True")
 
         def save() -> dict:
             staging = self.store.staging_dir()
             model.trainer.save(staging, with_optimizer=ref.kind == "weights")
-            self.store.publish(ref, staging, req.ttl_seconds)
+            # Checked again as it is written: a save queued meanwhile may have taken the name.
+            self.store.publish(ref, staging, req.ttl_seconds, overwrite=req.overwrite)
             kind = "save_weights" if ref.kind == "weights" else "save_weights_for_sampler"
             return {"type": kind, "path": ref.tinker_path}
 

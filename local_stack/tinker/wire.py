@@ -7,6 +7,8 @@ one batched float32 tensor with byte offsets.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from tinker.proto import tinker_public_pb2 as pb
 
@@ -30,21 +32,30 @@ def decode_datum(msg: pb.Datum) -> TrainingDatum:
     for chunk in msg.model_input:
         if chunk.WhichOneof("chunk") != "encoded_text":
             raise MalformedDatum("the local model reads text only (no image or audio chunks)")
-        tokens.append(np.frombuffer(chunk.encoded_text.tokens, dtype=np.int32))
+        tokens.append(_array(chunk.encoded_text.tokens, np.dtype(np.int32), "model_input"))
     loss_inputs = {}
     for name, tensor in msg.loss_fn_inputs.items():
+        what = f"loss_fn_inputs[{name!r:.40}]"
         if tensor.WhichOneof("encoding") == "sparse_csr":
-            raise MalformedDatum(f"loss_fn_inputs[{name!r}] is sparse; send a dense 1-D tensor")
+            raise MalformedDatum(f"{what} is sparse; send a dense 1-D tensor")
         expected = np.dtype(np.int64 if name == "target_tokens" else np.float32)
         if _TENSOR_DTYPES.get(tensor.dtype) != expected:
-            raise MalformedDatum(f"loss_fn_inputs[{name!r}] must be {expected}")
-        values = np.frombuffer(tensor.dense, dtype=expected)
+            raise MalformedDatum(f"{what} must be {expected}")
+        values = _array(tensor.dense, expected, what)
         shape = list(tensor.shape) or [values.size]
-        if int(np.prod(shape)) != values.size:
-            raise MalformedDatum(f"loss_fn_inputs[{name!r}] has {values.size} values for {shape}")
+        if min(shape) < 0 or math.prod(shape) != values.size:
+            raise MalformedDatum(f"{what} has {values.size} values for shape {shape!s:.80}")
         loss_inputs[name] = values.reshape(shape).copy()  # frombuffer is read-only
     input_ids = np.concatenate(tokens).astype(np.int64) if tokens else np.zeros(0, np.int64)
     return TrainingDatum(input_ids, loss_inputs)
+
+
+def _array(buffer: bytes, dtype: np.dtype, what: str) -> np.ndarray:
+    if len(buffer) % dtype.itemsize:
+        raise MalformedDatum(
+            f"{what} has {len(buffer)} bytes, not a whole number of {dtype} values"
+        )
+    return np.frombuffer(buffer, dtype=dtype)
 
 
 def encode_forward_backward_output(result: ForwardBackwardResult) -> bytes:
