@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
 import torch
 from aiohttp import web
@@ -22,29 +23,29 @@ from local_stack.control.knobs import Knobs
 from local_stack.control.routes import control_app
 from local_stack.sail.routes import SERVICE as SAIL_SERVICE
 from local_stack.sail.routes import sail_app
-from local_stack.tinker import server as tinker_server
+from local_stack.tinker.routes import mount_tinker
 
 PARENT_POLL_SECONDS = 0.5
 PARENT_WATCHDOG = web.AppKey("parent_watchdog", asyncio.Task)
+STORAGE_DIR = web.AppKey("storage_dir", Path)
 
 
 def make_app(public_url: str) -> web.Application:
-    """Both APIs plus `GET /healthz`; `app["storage_dir"]` is the persistent storage dir."""
+    """Both APIs plus `GET /healthz`; `app[STORAGE_DIR]` is the persistent storage dir."""
     app = web.Application(client_max_size=256 * 1024**2)
-    app["storage_dir"] = config.storage_dir()
-    app["public_url"] = public_url
+    app[STORAGE_DIR] = config.storage_dir()
     app.router.add_get("/healthz", healthz)
     knobs = Knobs.from_settings(config.knob_settings_from_env())
     sail = sail_app(knobs)
     app.add_subapp("/v1", sail)
     app.add_subapp("/local", control_app(knobs, stats=lambda: sail[SAIL_SERVICE].stats()))
-    tinker_server.setup(app, public_url)
+    mount_tinker(app, app[STORAGE_DIR], public_url)
     return app
 
 
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response(
-        {"ok": True, "pid": os.getpid(), "storage_dir": str(request.app["storage_dir"])}
+        {"ok": True, "pid": os.getpid(), "storage_dir": str(request.app[STORAGE_DIR])}
     )
 
 

@@ -31,17 +31,16 @@ from aiohttp import web
 from tinker import types
 
 from local_stack.engine.checkpoints import CheckpointRef
-from local_stack.tinker import server as tinker_server
-from local_stack.tinker.server import SERVICE, RequestSequencer, TinkerService
+from local_stack.tinker import futures
+from local_stack.tinker.futures import RequestSequencer
+from local_stack.tinker.routes import SERVICE, mount_tinker
+from local_stack.tinker.service import TinkerService
+from tests.tinker_datums import MODEL, rl_datum
 
-MODEL = "moonshotai/Kimi-K2.6"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAIL_FAST_SECONDS = 10.0
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::FutureWarning"),  # tinker deprecates archive URLs
-    pytest.mark.filterwarnings("ignore::aiohttp.web.NotAppKeyWarning"),  # app["storage_dir"]
-]
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # tinker deprecates archive URLs
 
 
 @dataclass
@@ -73,8 +72,7 @@ def start_tinker(storage: Path) -> InProcessTinker:
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     app = web.Application()
-    app["storage_dir"] = storage
-    tinker_server.setup(app, url)
+    mount_tinker(app, storage, url)
     runner = web.AppRunner(app)
     loop = asyncio.new_event_loop()
     ready = threading.Event()
@@ -108,24 +106,6 @@ def fails_fast(error: type[BaseException], match: str | None = None) -> Iterator
     with pytest.raises(error, match=match):
         yield
     assert time.monotonic() - started < FAIL_FAST_SECONDS
-
-
-def rl_datum(n_prompt: int = 6, n_completion: int = 5, seed: int = 0) -> types.Datum:
-    """An importance_sampling datum over real Kimi ids of the local vocabulary."""
-    vocab = json.loads((REPO_ROOT / "local_stack/engine/base_model/vocab.json").read_text())
-    rng = np.random.default_rng(seed)
-    tokens = rng.choice(vocab["real_ids"], size=n_prompt + n_completion).tolist()
-    length = len(tokens) - 1
-    advantages = np.zeros(length, np.float32)
-    advantages[n_prompt - 1 :] = rng.normal(size=n_completion)
-    return types.Datum(
-        model_input=types.ModelInput.from_ints(tokens[:-1]),
-        loss_fn_inputs={
-            "target_tokens": np.array(tokens[1:], np.int64),
-            "logprobs": np.full(length, -3.0, np.float32),
-            "advantages": advantages,
-        },
-    )
 
 
 async def train(training_client, steps: int, learning_rate: float = 1e-2) -> None:
@@ -324,10 +304,8 @@ def test_save_state_and_load_state_resume_exactly_in_a_new_stack_process(tmp_pat
         model_id, path = asyncio.run(train_and_save())
         trained = first.service.models[model_id].trainer
         weights = trained.trainable_state()
-        optimizer = trained.optimizer
-        moments = {
-            n: (optimizer.exp_avg[n].clone(), optimizer.exp_avg_sq[n].clone()) for n in weights
-        }
+        steps, moments = trained.optimizer_state()
+        moments = {name: moment.clone() for name, moment in moments.items()}
     finally:
         first.stop()
 
@@ -348,13 +326,14 @@ def test_save_state_and_load_state_resume_exactly_in_a_new_stack_process(tmp_pat
 
         resumed_id, weights_only_id = asyncio.run(resume())
         resumed = second.service.models[resumed_id].trainer
-        assert resumed.optimizer.steps == 2
+        resumed_steps, resumed_moments = resumed.optimizer_state()
+        assert resumed_steps == steps == 2
         for name, tensor in resumed.trainable_state().items():
             assert torch.equal(tensor, weights[name])
-            assert torch.equal(resumed.optimizer.exp_avg[name], moments[name][0])
-            assert torch.equal(resumed.optimizer.exp_avg_sq[name], moments[name][1])
+        for name, moment in moments.items():
+            assert torch.equal(resumed_moments[name], moment)
         weights_only = second.service.models[weights_only_id].trainer
-        assert weights_only.optimizer.steps == 0  # load_state restores weights, not Adam
+        assert weights_only.optimizer_state()[0] == 0  # load_state restores weights, not Adam
         for name, tensor in weights_only.trainable_state().items():
             assert torch.equal(tensor, weights[name])
     finally:
@@ -439,7 +418,7 @@ def test_unknown_checkpoints_are_not_found(training_client, server):
 
 
 def test_requests_run_in_seq_id_order_and_gaps_do_not_stall(monkeypatch):
-    monkeypatch.setattr(tinker_server, "SEQ_GAP_SECONDS", 0.2)
+    monkeypatch.setattr(futures, "SEQ_GAP_SECONDS", 0.2)
 
     async def main():
         sequencer, ran = RequestSequencer(), []

@@ -17,10 +17,11 @@ from tinker.types import AdamParams
 
 from local_stack.engine.model import tiny_llama_config
 from local_stack.engine.trainer import (
-    AdamW,
     LoraTrainer,
     MalformedDatum,
+    NonFiniteUpdate,
     TrainingDatum,
+    adamw_step,
     check_datum,
 )
 from local_stack.engine.vocab import CompactVocab
@@ -87,7 +88,7 @@ def hand_loss(trainer: LoraTrainer, data: list[TrainingDatum], loss_fn: str):
 def test_loss_logprobs_and_gradients_match_hand_computation(loss_fn):
     trainer = make_trainer(dtype=torch.float64)
     data = make_data(loss_fn)
-    params = trainer.optimizer.params
+    params = trainer.params
     expected_loss, expected_logprobs = hand_loss(trainer, data, loss_fn)
     expected_grads = torch.autograd.grad(expected_loss, list(params.values()))
 
@@ -106,57 +107,73 @@ def test_gradients_accumulate_until_optim_step():
     data = make_data("importance_sampling")
     trainer.forward_backward(data[:1], "importance_sampling")
     trainer.forward_backward(data[1:], "importance_sampling")
-    accumulated = {n: p.grad.clone() for n, p in trainer.optimizer.params.items()}
-    for p in trainer.optimizer.params.values():
+    accumulated = {n: p.grad.clone() for n, p in trainer.params.items()}
+    for p in trainer.params.values():
         p.grad = None
     trainer.forward_backward(data, "importance_sampling")
-    for name, p in trainer.optimizer.params.items():
+    for name, p in trainer.params.items():
         torch.testing.assert_close(p.grad, accumulated[name], rtol=RTOL, atol=1e-7)
 
     trainer.optim_step(AdamParams(learning_rate=1e-3))
-    assert all(p.grad is None for p in trainer.optimizer.params.values())
+    assert all(p.grad is None for p in trainer.params.values())
 
 
 def test_forward_only_leaves_gradients_alone():
     trainer = make_trainer()
     result = trainer.forward_backward(make_data("cross_entropy"), "cross_entropy", backward=False)
     assert result.loss_sum > 0
-    assert all(p.grad is None for p in trainer.optimizer.params.values())
+    assert all(p.grad is None for p in trainer.params.values())
 
 
-@pytest.mark.parametrize(
-    "hp",
-    [
+def hand_adamw(p, m, v, grad, step: int, hp: AdamParams):
+    """AdamW with decoupled weight decay, as its paper and torch's docs write it."""
+    m = hp.beta1 * m + (1 - hp.beta1) * grad
+    v = hp.beta2 * v + (1 - hp.beta2) * grad * grad
+    m_hat, v_hat = m / (1 - hp.beta1**step), v / (1 - hp.beta2**step)
+    p = p * (1 - hp.learning_rate * hp.weight_decay)
+    return p - hp.learning_rate * m_hat / (v_hat.sqrt() + hp.eps), m, v
+
+
+# Tinker sends the hyper-parameters with every step: each run changes them between steps.
+STEP_SCHEDULES = {
+    "lr_and_betas_change": [
         AdamParams(learning_rate=1e-2, beta1=0.9, beta2=0.95, eps=1e-8),
         AdamParams(learning_rate=3e-3, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.1),
-        AdamParams(learning_rate=1e-2, eps=1e-12, grad_clip_norm=0.5),
+        AdamParams(learning_rate=5e-2, beta1=0.5, beta2=0.9, eps=1e-12, weight_decay=0.01),
     ],
-)
-def test_adam_matches_torch_adamw(hp):
+    "clipped_then_not": [
+        AdamParams(learning_rate=1e-2, eps=1e-12, grad_clip_norm=0.5),
+        AdamParams(learning_rate=1e-2, eps=1e-12, grad_clip_norm=1e3),
+        AdamParams(learning_rate=2e-2, eps=1e-12, grad_clip_norm=0.1),
+    ],
+}
+
+
+@pytest.mark.parametrize("schedule", STEP_SCHEDULES.values(), ids=list(STEP_SCHEDULES))
+def test_adamw_step_follows_each_steps_hyperparameters(schedule):
+    """Per-step lr/betas/eps/decay, clipping to the global norm, and a parameter that gets
+    no gradient (`b` on the second step) stepping as if its gradient were zero."""
     torch.manual_seed(0)
-    ours = {"a": torch.nn.Parameter(torch.randn(3, 4)), "b": torch.nn.Parameter(torch.randn(5))}
-    theirs = {n: torch.nn.Parameter(p.detach().clone()) for n, p in ours.items()}
-    optimizer = AdamW(ours)
-    reference = torch.optim.AdamW(
-        theirs.values(),
-        lr=hp.learning_rate,
-        betas=(hp.beta1, hp.beta2),
-        eps=hp.eps,
-        weight_decay=hp.weight_decay,
-        foreach=False,
-    )
-    for _ in range(4):
-        grads = {n: torch.randn_like(p) * 3 for n, p in ours.items()}
-        for n in ours:
-            ours[n].grad, theirs[n].grad = grads[n].clone(), grads[n].clone()
-        norm = optimizer.step(hp)
-        want_norm = torch.nn.utils.clip_grad_norm_(
-            theirs.values(), hp.grad_clip_norm if hp.grad_clip_norm > 0 else float("inf")
-        )
-        reference.step()
-        assert norm == pytest.approx(want_norm.item(), rel=1e-6)
-        for n in ours:
-            torch.testing.assert_close(ours[n].detach(), theirs[n].detach(), rtol=1e-6, atol=0)
+    params = [torch.nn.Parameter(torch.randn(3, 4, dtype=torch.float64)) for _ in range(2)]
+    optimizer = torch.optim.AdamW(params)
+    expected = [p.detach().clone() for p in params]
+    moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+    for step, hp in enumerate(schedule, start=1):
+        grads = [torch.randn_like(p) * 3 for p in params]
+        if step == 2:
+            grads[1] = torch.zeros_like(grads[1])
+        for p, g in zip(params, grads, strict=True):
+            p.grad = None if step == 2 and p is params[1] else g.clone()
+        norm = float(torch.cat([g.flatten() for g in grads]).norm())
+        if hp.grad_clip_norm > 0:
+            grads = [g * min(1.0, hp.grad_clip_norm / (norm + 1e-6)) for g in grads]
+        for i, grad in enumerate(grads):
+            expected[i], *moments[i] = hand_adamw(expected[i], *moments[i], grad, step, hp)
+
+        assert adamw_step(optimizer, hp) == pytest.approx(norm, rel=1e-12)
+        for got, want in zip(params, expected, strict=True):
+            torch.testing.assert_close(got.detach(), want, rtol=1e-12, atol=1e-15)
+        assert all(p.grad is None for p in params)
 
 
 def test_save_and_load_restore_weights_and_optimizer_exactly(tmp_path):
@@ -173,28 +190,32 @@ def test_save_and_load_restore_weights_and_optimizer_exactly(tmp_path):
     ]
 
     restored = make_trainer(lora_seed=1)
-    for name, p in restored.optimizer.params.items():
-        assert not torch.equal(p, trainer.optimizer.params[name])
+    for name, p in restored.params.items():
+        assert not torch.equal(p, trainer.params[name])
     restored.load(tmp_path, with_optimizer=True)
-    assert restored.optimizer.steps == trainer.optimizer.steps == 2
-    for name, p in trainer.optimizer.params.items():
-        assert torch.equal(restored.optimizer.params[name], p)
-        assert torch.equal(restored.optimizer.exp_avg[name], trainer.optimizer.exp_avg[name])
-        assert torch.equal(restored.optimizer.exp_avg_sq[name], trainer.optimizer.exp_avg_sq[name])
+    steps, moments = trainer.optimizer_state()
+    restored_steps, restored_moments = restored.optimizer_state()
+    assert restored_steps == steps == 2
+    assert restored_moments.keys() == moments.keys()
+    for name, moment in moments.items():
+        assert moment.abs().sum() > 0 and torch.equal(restored_moments[name], moment)
+    for name, p in trainer.params.items():
+        assert torch.equal(restored.params[name], p)
 
     for t in (trainer, restored):  # one more identical step: identical results
         t.forward_backward(data, "importance_sampling")
         t.optim_step(AdamParams(learning_rate=1e-2))
-    for name, p in trainer.optimizer.params.items():
-        assert torch.equal(restored.optimizer.params[name], p)
+    for name, p in trainer.params.items():
+        assert torch.equal(restored.params[name], p)
 
     restored.load(tmp_path, with_optimizer=False)  # load_state: weights only, optimizer reset
-    assert restored.optimizer.steps == 0
+    steps, moments = restored.optimizer_state()
+    assert steps == 0 and all(m.abs().sum() == 0 for m in moments.values())
 
 
 def test_disabled_module_groups_are_not_trained():
     trainer = make_trainer(trained_groups=("train_attn",))
-    names = list(trainer.optimizer.params)
+    names = list(trainer.params)
     assert names and all(
         any(m in n for m in ("q_proj", "k_proj", "v_proj", "o_proj")) for n in names
     )
@@ -217,3 +238,46 @@ def test_malformed_datums_are_rejected(change, message):
         check_datum(TrainingDatum(datum.input_ids, inputs), "importance_sampling", max_tokens=256)
     with pytest.raises(MalformedDatum, match="tokens"):
         check_datum(datum, "importance_sampling", max_tokens=4)
+
+
+def poisoned(data: list[TrainingDatum]) -> list[TrainingDatum]:
+    """The same datums, the last with sampler logprobs so low that exp(logp - them) overflows."""
+    last = data[-1]
+    inputs = dict(last.loss_inputs, logprobs=np.full_like(last.loss_inputs["logprobs"], -1e4))
+    return [*data[:-1], TrainingDatum(last.input_ids, inputs)]
+
+
+def test_a_non_finite_loss_accumulates_nothing():
+    trainer = make_trainer()
+    trainer.forward_backward(make_data("importance_sampling"), "importance_sampling")
+    grads = {n: p.grad.clone() for n, p in trainer.params.items()}
+    # 70 datums: the first micro-batch of 64 is fine and its gradient is added before the
+    # poisoned second one fails; the failure must take it back out.
+    data = poisoned(make_data("importance_sampling", lengths=(3,) * 70, seed=1))
+    with pytest.raises(NonFiniteUpdate, match="loss of this batch is (-?inf|nan).*not accumulated"):
+        trainer.forward_backward(data, "importance_sampling")
+    for name, p in trainer.params.items():
+        assert torch.equal(p.grad, grads[name]), name
+
+
+def test_an_update_that_would_leave_non_finite_weights_is_undone():
+    """The refused step leaves weights and Adam's state exactly as a run that never tried it."""
+    trainer, twin = make_trainer(), make_trainer()
+    data, hp = make_data("importance_sampling"), AdamParams(learning_rate=1e-2)
+    for t in (trainer, twin):
+        t.forward_backward(data, "importance_sampling")
+        t.optim_step(hp)
+    trainer.forward_backward(data, "importance_sampling")
+    next(iter(trainer.params.values())).grad[0, 0] = float("inf")  # as a poisoned sum would
+    with pytest.raises(NonFiniteUpdate, match="not applied"):
+        trainer.optim_step(hp)
+    assert all(p.grad is None for p in trainer.params.values())  # the bad gradients are gone
+    for t in (trainer, twin):
+        t.forward_backward(data, "importance_sampling")
+        t.optim_step(hp)
+    (steps, moments), (twin_steps, twin_moments) = trainer.optimizer_state(), twin.optimizer_state()
+    assert steps == twin_steps == 2
+    for name, p in trainer.params.items():
+        assert torch.isfinite(p).all() and torch.equal(p, twin.params[name]), name
+    for name, moment in moments.items():
+        assert torch.equal(moment, twin_moments[name]), name

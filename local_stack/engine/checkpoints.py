@@ -17,6 +17,7 @@ sees half of one. Once its TTL passes it is treated as absent and deleted.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import shutil
@@ -44,11 +45,15 @@ class CheckpointNotFound(LookupError):
     """No such checkpoint, or its TTL has passed."""
 
 
+class CheckpointExists(ValueError):
+    """A save without overwrite found the name taken."""
+
+
 def check_name(name: str) -> None:
     """Checkpoint names become directory names: letters, digits, `.`, `_`, `-`."""
     if not _NAME.fullmatch(name):
         raise ValueError(
-            f"checkpoint name {name!r} must be 1-128 letters, digits, '.', '_' or '-', "
+            f"checkpoint name {name!r:.80} must be 1-128 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
         )
 
@@ -71,14 +76,16 @@ class CheckpointRef:
 
     def __post_init__(self) -> None:
         if not _MODEL_ID.fullmatch(self.model_id) or self.kind not in KINDS:
-            raise ValueError(f"not a checkpoint of this stack: {self.tinker_path}")
+            raise ValueError(f"not a checkpoint of this stack: {self.tinker_path:.200}")
         check_name(self.name)
 
     @classmethod
     def from_tinker_path(cls, path: str) -> CheckpointRef:
         parts = path.removeprefix("tinker://").split("/")
         if not path.startswith("tinker://") or len(parts) != 3:
-            raise ValueError(f"not a tinker path: {path!r} (expected tinker://<run>/<kind>/<name>)")
+            raise ValueError(
+                f"not a tinker path: {path!r:.200} (expected tinker://<run>/<kind>/<name>)"
+            )
         return cls(*parts)
 
     @property
@@ -122,8 +129,15 @@ class CheckpointStore:
         path.mkdir(parents=True)
         return path
 
-    def publish(self, ref: CheckpointRef, staging: Path, ttl_seconds: int | None) -> None:
-        """Archive the adapter, stamp the lifetime and move `staging` into place (replacing)."""
+    def publish(
+        self, ref: CheckpointRef, staging: Path, ttl_seconds: int | None, *, overwrite: bool
+    ) -> None:
+        """Archive the adapter, stamp the lifetime and move `staging` into place.
+
+        Without `overwrite`, CheckpointExists if `ref` exists. The check and the write are
+        one step: renaming a directory onto a non-empty one fails, so of two saves racing
+        for one name exactly one wins.
+        """
         with tarfile.open(staging / ARCHIVE_FILE, "w") as tar:
             for name in ADAPTER_FILES:
                 tar.add(staging / name, arcname=name)
@@ -132,8 +146,17 @@ class CheckpointStore:
         _write_json(staging / META_FILE, {"created_at": now, "expires_at": expires_at})
         target = self._dir(ref)
         target.parent.mkdir(parents=True, exist_ok=True)
-        self._remove(target)
-        staging.rename(target)
+        if overwrite:
+            self._remove(target)
+        else:
+            self.exists(ref)  # clears an expired checkpoint out of the way
+        try:
+            staging.rename(target)
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            self._remove(staging)
+            raise CheckpointExists(f"{ref.tinker_path} already exists; pass overwrite=True") from e
 
     def find(self, ref: CheckpointRef) -> Path:
         """The checkpoint's directory; CheckpointNotFound if it is absent or expired."""

@@ -8,8 +8,8 @@ What Tinker documents, and this module reproduces:
   `importance_sampling` = -sum(exp(logp - sampler_logp) * advantages).
 - `forward_backward` returns each datum's per-token logprobs of its targets and adds the
   gradient of the summed loss to the accumulated gradients; only `optim_step` consumes them.
-- `optim_step` is AdamW exactly as `torch.optim.AdamW` computes it, with the step's own
-  learning rate, betas, eps, decoupled weight decay and optional global-norm clipping.
+- `optim_step` is `torch.optim.AdamW` with the step's own learning rate, betas, eps,
+  decoupled weight decay and optional global-norm clipping (`clip_grad_norm_`'s rule).
 
 Every method here runs torch work and must be called on the compute thread.
 """
@@ -17,7 +17,7 @@ Every method here runs torch work and must be called on the compute thread.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +77,10 @@ class MalformedDatum(ValueError):
     """A datum the loss function cannot use; the message says what is wrong."""
 
 
+class NonFiniteUpdate(ValueError):
+    """A loss, gradient or update that is not finite; the trainer refused it unchanged."""
+
+
 @dataclass(frozen=True)
 class TrainingDatum:
     """One sequence as it arrived: real Kimi token ids and its per-target loss inputs."""
@@ -91,7 +95,7 @@ def check_datum(datum: TrainingDatum, loss_fn: str, max_tokens: int) -> None:
     given = set(datum.loss_inputs)
     if given != expected:
         raise MalformedDatum(
-            f"{loss_fn} takes loss_fn_inputs {sorted(expected)}; got {sorted(given)}"
+            f"{loss_fn} takes loss_fn_inputs {sorted(expected)}; got {sorted(given)!s:.200}"
         )
     length = len(datum.input_ids)
     if not 0 < length <= max_tokens:
@@ -114,67 +118,31 @@ class ForwardBackwardResult:
     loss_sum: float
 
 
-class AdamW:
-    """AdamW over named parameters, with state that saves and restores by name.
+@torch.no_grad()
+def adamw_step(optimizer: torch.optim.AdamW, hp: AdamParams) -> float:
+    """One Tinker `optim_step` with torch's AdamW: returns the gradient norm before clipping.
 
-    The arithmetic matches `torch.optim.AdamW` (single-tensor path) operation for operation,
-    so a run here and a run with torch's optimizer agree to rounding.
+    Tinker's hyper-parameters come with every step, so they are set on the parameter group
+    each time. A parameter without an accumulated gradient counts as a zero gradient (torch
+    would skip it), so every parameter's moments decay and all share one step count.
     """
-
-    def __init__(self, params: Mapping[str, torch.nn.Parameter]) -> None:
-        self.params = dict(params)
-        self.steps = 0
-        self.exp_avg = {name: torch.zeros_like(p) for name, p in self.params.items()}
-        self.exp_avg_sq = {name: torch.zeros_like(p) for name, p in self.params.items()}
-
-    @torch.no_grad()
-    def step(self, hp: AdamParams) -> float:
-        """Apply one update from the accumulated gradients, clear them, return their norm.
-
-        A parameter with no accumulated gradient counts as a zero gradient, so its moments
-        still decay and its step count stays the optimizer's.
-        """
-        grads = {
-            name: p.grad if p.grad is not None else torch.zeros_like(p)
-            for name, p in self.params.items()
-        }
-        grad_norm = torch.linalg.vector_norm(
-            torch.stack([torch.linalg.vector_norm(g) for g in grads.values()])
-        ).item()
-        if hp.grad_clip_norm > 0:
-            # torch.nn.utils.clip_grad_norm_'s rule: scale by max_norm / (norm + 1e-6), capped at 1.
-            scale = min(1.0, hp.grad_clip_norm / (grad_norm + 1e-6))
-            for g in grads.values():
-                g.mul_(scale)
-        self.steps += 1
-        bias_correction1 = 1 - hp.beta1**self.steps
-        bias_correction2_sqrt = math.sqrt(1 - hp.beta2**self.steps)
-        for name, p in self.params.items():
-            grad, exp_avg, exp_avg_sq = grads[name], self.exp_avg[name], self.exp_avg_sq[name]
-            p.mul_(1 - hp.learning_rate * hp.weight_decay)
-            exp_avg.lerp_(grad, 1 - hp.beta1)
-            exp_avg_sq.mul_(hp.beta2).addcmul_(grad, grad, value=1 - hp.beta2)
-            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(hp.eps)
-            p.addcdiv_(exp_avg, denom, value=-hp.learning_rate / bias_correction1)
-            p.grad = None
-        return grad_norm
-
-    def save(self, path: Path) -> None:
-        tensors = {f"{name}.exp_avg": t for name, t in self.exp_avg.items()}
-        tensors |= {f"{name}.exp_avg_sq": t for name, t in self.exp_avg_sq.items()}
-        save_file(tensors, path, metadata={"steps": str(self.steps)})
-
-    def load(self, path: Path) -> None:
-        with safe_open(path, "pt") as f, torch.no_grad():
-            for name in self.params:
-                self.exp_avg[name].copy_(f.get_tensor(f"{name}.exp_avg"))
-                self.exp_avg_sq[name].copy_(f.get_tensor(f"{name}.exp_avg_sq"))
-            self.steps = int(f.metadata()["steps"])
-
-    def reset(self) -> None:
-        self.steps = 0
-        for t in (*self.exp_avg.values(), *self.exp_avg_sq.values()):
-            t.zero_()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    if hp.grad_clip_norm > 0:
+        torch.nn.utils.clip_grads_with_norm_(params, hp.grad_clip_norm, grad_norm)
+    for group in optimizer.param_groups:
+        group.update(
+            lr=hp.learning_rate,
+            betas=(hp.beta1, hp.beta2),
+            eps=hp.eps,
+            weight_decay=hp.weight_decay,
+        )
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm.item()
 
 
 class LoraTrainer:
@@ -200,17 +168,36 @@ class LoraTrainer:
             if "lora_" in name and _module_name(name) in frozen:
                 p.requires_grad_(False)
         self.vocab = vocab
-        self.optimizer = AdamW(
-            {name: p for name, p in self.model.named_parameters() if p.requires_grad}
-        )
+        self.params = {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+        self.optimizer = torch.optim.AdamW(self.params.values(), foreach=False)
 
     def forward_backward(
         self, data: Sequence[TrainingDatum], loss_fn: str, *, backward: bool = True
     ) -> ForwardBackwardResult:
         """Logprobs and summed loss for `data`; with `backward`, accumulate its gradient.
 
-        The data must have passed `check_datum` (the server checks before queueing).
+        The data must have passed `check_datum` (the server checks before queueing). A
+        non-finite loss or gradient raises NonFiniteUpdate and leaves the accumulated
+        gradients exactly as they were.
         """
+        if not backward:
+            return self._forward_backward(data, loss_fn, backward=False)
+        grads_before = {
+            name: None if p.grad is None else p.grad.clone() for name, p in self.params.items()
+        }
+        try:
+            result = self._forward_backward(data, loss_fn, backward=True)
+            if not _all_finite(p.grad for p in self.params.values() if p.grad is not None):
+                raise NonFiniteUpdate("the gradient of this batch is not finite")
+        except NonFiniteUpdate as e:
+            for name, p in self.params.items():
+                p.grad = grads_before[name]
+            raise NonFiniteUpdate(f"{e}; it was not accumulated (the model is unchanged)") from e
+        return result
+
+    def _forward_backward(
+        self, data: Sequence[TrainingDatum], loss_fn: str, *, backward: bool
+    ) -> ForwardBackwardResult:
         spec = LOSS_FNS[loss_fn]
         logprobs: list[np.ndarray] = []
         loss_sum = 0.0
@@ -221,6 +208,12 @@ class LoraTrainer:
                 losses = [spec(lp_T, d) for d, lp_T in zip(chunk, logprobs_DT, strict=True)]
                 loss = torch.stack(losses).sum()
             if backward:
+                if not torch.isfinite(loss):
+                    raise NonFiniteUpdate(
+                        f"the {loss_fn} loss of this batch is {loss.item()}: check its loss "
+                        "inputs (an importance weight exp(logprobs - sampler logprobs) "
+                        "overflows when the sampler's logprobs are far below the model's)"
+                    )
                 loss.backward()
             loss_sum += loss.item()
             logprobs.extend(lp.detach().numpy().astype(np.float32) for lp in logprobs_DT)
@@ -246,15 +239,44 @@ class LoraTrainer:
         return [logprobs_BT[row, :length] for row, length in enumerate(lengths)]
 
     def optim_step(self, hp: AdamParams) -> dict[str, float]:
-        grad_norm = self.optimizer.step(hp)
+        """One AdamW step from the accumulated gradients, which it consumes.
+
+        A step that would leave a non-finite weight is undone: the weights and Adam's state
+        stay the last good ones, the gradients are dropped, and NonFiniteUpdate says so.
+        """
+        weights = {name: p.detach().clone() for name, p in self.params.items()}
+        moments = {p: {k: t.clone() for k, t in s.items()} for p, s in self.optimizer.state.items()}
+        grad_norm = adamw_step(self.optimizer, hp)
+        if not (math.isfinite(grad_norm) and _all_finite(self.params.values())):
+            with torch.no_grad():
+                for name, p in self.params.items():
+                    p.copy_(weights[name])
+            self.optimizer.state.clear()  # (hyper-parameters need no restoring: set each step)
+            self.optimizer.state.update(moments)
+            raise NonFiniteUpdate(
+                f"this optim_step (gradient norm {grad_norm}) would make weights non-finite, "
+                "so it was not applied: the weights and optimizer state are the last good "
+                "ones, and the accumulated gradients were discarded"
+            )
         return {"optim/grad_norm": grad_norm, "optim/learning_rate": hp.learning_rate}
+
+    def optimizer_state(self) -> tuple[int, dict[str, torch.Tensor]]:
+        """Adam's step count and its moments by parameter name (zeros before the first step)."""
+        steps, tensors = 0, {}
+        for name, p in self.params.items():
+            state = self.optimizer.state.get(p) or {}
+            steps = int(state["step"]) if state else 0
+            for key in ("exp_avg", "exp_avg_sq"):
+                tensors[f"{name}.{key}"] = state.get(key, torch.zeros_like(p))
+        return steps, tensors
 
     def save(self, directory: Path, *, with_optimizer: bool) -> None:
         """Write the PEFT adapter (what Sail loads) and, for a training state, the optimizer."""
         self.model.save_pretrained(directory, save_embedding_layers=False)
         (directory / "README.md").unlink(missing_ok=True)  # PEFT's model card: not an adapter file
         if with_optimizer:
-            self.optimizer.save(directory / OPTIMIZER_FILE)
+            steps, tensors = self.optimizer_state()
+            save_file(tensors, directory / OPTIMIZER_FILE, metadata={"steps": str(steps)})
 
     def load(self, directory: Path, *, with_optimizer: bool) -> None:
         """Restore adapter weights; restore the optimizer too, or reset it (Tinker's load_state)."""
@@ -262,16 +284,34 @@ class LoraTrainer:
         result = peft.set_peft_model_state_dict(self.model, state)
         if result.unexpected_keys:
             raise ValueError(f"checkpoint does not fit this adapter: {result.unexpected_keys}")
-        if with_optimizer:
-            self.optimizer.load(directory / OPTIMIZER_FILE)
-        else:
-            self.optimizer.reset()
-        for p in self.optimizer.params.values():
-            p.grad = None
+        self.optimizer.state.clear()  # Tinker's load_state starts Adam afresh...
+        if with_optimizer:  # ...and load_state_with_optimizer restores it
+            self._load_optimizer(directory / OPTIMIZER_FILE)
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _load_optimizer(self, path: Path) -> None:
+        with safe_open(path, "pt") as f:
+            steps = int(f.metadata()["steps"])
+            if steps == 0:
+                return
+            state = {
+                i: {
+                    "step": torch.tensor(float(steps), dtype=torch.float32),
+                    "exp_avg": f.get_tensor(f"{name}.exp_avg"),
+                    "exp_avg_sq": f.get_tensor(f"{name}.exp_avg_sq"),
+                }
+                for i, name in enumerate(self.params)
+            }
+        groups = self.optimizer.state_dict()["param_groups"]
+        self.optimizer.load_state_dict({"state": state, "param_groups": groups})
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """Copies of the adapter's trainable tensors by name (for tests and comparisons)."""
-        return {name: p.detach().clone() for name, p in self.optimizer.params.items()}
+        return {name: p.detach().clone() for name, p in self.params.items()}
+
+
+def _all_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors)
 
 
 def _module_name(param_name: str) -> str:

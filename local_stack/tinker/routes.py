@@ -1,0 +1,270 @@
+"""HTTP routes of the loopback Tinker service: what tinker 0.35's ServiceClient, TrainingClient
+and RestClient call on the course's path. Handlers parse (`requests`), call the service
+(`service`) and encode its answer (JSON, or protobuf through `wire`); nothing else.
+
+The wire contract, as the SDK's source defines it:
+- Every `/api/v1` request carries `X-API-Key`; only `TINKER_API_KEY` is accepted (401 else).
+  The sub-app's middleware (`local_stack.http`) checks it and maps errors to `{"detail"}`.
+- Training requests answer a future, `{request_id, model_id}`, and the SDK then polls
+  `/api/v1/retrieve_future`. Polls are held open until the result exists (long polling),
+  so a result reaches the client as soon as it is computed, without busy polling.
+- `forward_backward` arrives as protobuf and its result leaves as protobuf (`tinker/proto`).
+- Errors: input that cannot work answers 4xx with a JSON body when submitted, which the SDK
+  raises at once (BadRequestError, NotFoundError, AuthenticationError). The SDK retries 408,
+  409, 429, 5xx and bodiless 400s for minutes, so none of those is used for an error a retry
+  cannot fix. A failure while computing becomes a failed future: RequestFailedError.
+- The adapter archive Sail downloads (`/tinker/archives/...`) stands in for a signed URL:
+  it needs no key, and a link to a deleted or expired checkpoint answers 404.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from tinker import types
+
+from local_stack.config import TINKER_API_KEY
+from local_stack.engine.checkpoints import CheckpointNotFound, CheckpointStore
+from local_stack.engine.trainer import ForwardBackwardResult
+from local_stack.http import ApiError, Handler, ServiceStyle, service_app
+from local_stack.tinker import requests, wire
+from local_stack.tinker.requests import Queued
+from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
+
+API_PREFIX = "/api/v1"
+ARCHIVE_ROUTE = "/tinker/archives"
+# Held-open polls answer `try_again` after this long; the SDK's poll timeout is 45 s.
+LONG_POLL_SECONDS = 20.0
+
+SERVICE = web.AppKey("tinker_service", TinkerService)
+PUBLIC_URL = web.AppKey("tinker_public_url", str)
+
+API_STYLE = ServiceStyle(
+    name="Tinker",
+    authorized=lambda request: request.headers.get("X-API-Key") == TINKER_API_KEY,
+    unauthorized=ApiError(
+        f"invalid Tinker API key: the local stack accepts {TINKER_API_KEY!r}", status=401
+    ),
+    error_body=lambda error: {"detail": str(error)},
+    client_errors=(
+        (CheckpointNotFound, 404),
+        (UnknownId, 404),
+        (SessionFinished, 410),
+        (ValueError, 400),
+    ),
+)
+# A signed-URL stand-in: no key, and a link that names no live checkpoint is simply not found.
+ARCHIVE_STYLE = dataclasses.replace(
+    API_STYLE,
+    name="Tinker archive",
+    authorized=lambda request: True,
+    client_errors=((CheckpointNotFound, 404), (ValueError, 404)),
+)
+
+
+def mount_tinker(app: web.Application, storage_dir: Path, public_url: str) -> None:
+    """Mount the Tinker API at `/api/v1` and the archive downloads at `/tinker/archives`.
+
+    Checkpoints go to `storage_dir / "tinker"`, which persists across stack restarts;
+    archive URLs point back at `public_url`.
+    """
+    service = TinkerService(CheckpointStore(storage_dir / "tinker"))
+    app[SERVICE] = service
+    app[PUBLIC_URL] = public_url.rstrip("/")
+
+    async def lifetime(api: web.Application) -> AsyncIterator[None]:
+        service.start()
+        yield
+        service.close()
+
+    api = service_app(API_STYLE)
+    api.cleanup_ctx.append(lifetime)
+    for method, path, handler in _API_ROUTES:
+        api.router.add_route(method, path, handler)
+    app.add_subapp(API_PREFIX, api)
+    archives = service_app(ARCHIVE_STYLE)
+    archives.router.add_get("/{model_id}/{kind}/{name}.tar", archive)
+    app.add_subapp(ARCHIVE_ROUTE, archives)
+
+
+def _service(request: web.Request) -> TinkerService:
+    return request.config_dict[SERVICE]
+
+
+def _json(payload: Any) -> web.Response:
+    return web.json_response(payload)
+
+
+def _future(request_id: str, model_id: str) -> web.Response:
+    return _json({"request_id": request_id, "model_id": model_id})
+
+
+# -- client setup and sessions -------------------------------------------------------------
+
+
+async def client_config(request: web.Request) -> web.Response:
+    # No JWT exchange, plain httpx transport, uncompressed forward_backward bodies.
+    return _json({"pjwt_auth_enabled": False, "use_pyqwest_transport": False})
+
+
+async def empty(request: web.Request) -> web.Response:
+    return _json({})
+
+
+async def telemetry(request: web.Request) -> web.Response:
+    return _json({"status": "accepted"})
+
+
+async def server_capabilities(request: web.Request) -> web.Response:
+    return _json({"supported_models": TinkerService.capabilities()})
+
+
+async def create_session(request: web.Request) -> web.Response:
+    requests.parse(types.CreateSessionRequest, await request.read())
+    return _json({"type": "create_session", "session_id": _service(request).create_session()})
+
+
+async def session_heartbeat(request: web.Request) -> web.Response:
+    _service(request).heartbeat(requests.session_id(await request.read()))
+    return _json({"type": "session_heartbeat"})
+
+
+async def finish_session(request: web.Request) -> web.Response:
+    _service(request).finish_session(request.match_info["session_id"])
+    return _json({})
+
+
+# -- training models -----------------------------------------------------------------------
+
+
+async def create_model(request: web.Request) -> web.Response:
+    request_id, model_id = _service(request).create_model(requests.new_model(await request.read()))
+    return _future(request_id, model_id)
+
+
+async def get_info(request: web.Request) -> web.Response:
+    model = _service(request).model(requests.model_id(await request.read()))
+    model_name = model.info.base_model
+    return _json(
+        {
+            "type": "get_info",
+            "model_id": model.model_id,
+            "model_name": model_name,
+            "model_data": {"arch": "llama", "model_name": model_name, "tokenizer_id": model_name},
+            "is_lora": True,
+            "lora_rank": model.info.lora_rank,
+        }
+    )
+
+
+def _queued(
+    read: Callable[[bytes], Queued],
+    parse: Callable[[Any], Any],
+    plan: Callable[[TinkerService, TrainingModel, Any], Callable[[], object]],
+) -> Handler:
+    """A handler for a request to a model: `read` its position, queue `plan(parse(rest))`."""
+
+    async def handler(request: web.Request) -> web.Response:
+        service = _service(request)
+        queued = read(await request.read())
+        request_id = service.submit(
+            queued.model_id,
+            queued.seq_id,
+            lambda model: plan(service, model, parse(queued.message)),
+        )
+        return _future(request_id, queued.model_id)
+
+    return handler
+
+
+forward_backward = _queued(
+    requests.queued_forward_backward, requests.forward_backward, TinkerService.forward_backward
+)
+optim_step = _queued(requests.queued_json, requests.adam_params, TinkerService.optim_step)
+save_weights_for_sampler = _queued(
+    requests.queued_json, requests.save_weights_for_sampler, TinkerService.save
+)
+save_weights = _queued(requests.queued_json, requests.save_weights, TinkerService.save)
+load_weights = _queued(requests.queued_json, requests.load_weights, TinkerService.load)
+
+
+async def retrieve_future(request: web.Request) -> web.Response:
+    request_id = requests.request_id(await request.read())
+    result = await _service(request).result(request_id, LONG_POLL_SECONDS)
+    if result is None:
+        return _json({"type": "try_again", "request_id": request_id, "queue_state": "active"})
+    if isinstance(result, ForwardBackwardResult):
+        body = wire.encode_forward_backward_output(result)
+        return web.Response(body=body, content_type="application/x-protobuf")
+    return _json(result)
+
+
+# -- checkpoints (RestClient) --------------------------------------------------------------
+
+
+async def weights_info(request: web.Request) -> web.Response:
+    info = _service(request).checkpoint_run(requests.tinker_path(await request.read()))
+    return _json(
+        {
+            "base_model": info.base_model,
+            "is_lora": True,
+            "lora_rank": info.lora_rank,
+            "train_unembed": info.train_unembed,
+            "train_mlp": info.train_mlp,
+            "train_attn": info.train_attn,
+        }
+    )
+
+
+async def set_ttl(request: web.Request) -> web.Response:
+    ttl_seconds = requests.ttl_seconds(await request.read())
+    _service(request).set_ttl(requests.checkpoint_ref(request.match_info), ttl_seconds)
+    return _json({})
+
+
+async def delete_checkpoint(request: web.Request) -> web.Response:
+    _service(request).delete(requests.checkpoint_ref(request.match_info))
+    return _json({})
+
+
+async def archive_url(request: web.Request) -> web.Response:
+    """Where Sail downloads the adapter: a loopback URL on this same server."""
+    ref = requests.checkpoint_ref(request.match_info)
+    expires = datetime.fromtimestamp(_service(request).archive_expiry(ref), UTC)
+    url = f"{request.config_dict[PUBLIC_URL]}{ARCHIVE_ROUTE}/{ref.model_id}/{ref.kind}/{ref.name}"
+    return _json({"url": url + ".tar", "expires": expires.isoformat()})
+
+
+async def archive(request: web.Request) -> web.StreamResponse:
+    """The adapter archive itself; 404 once the checkpoint is deleted or expired."""
+    path = _service(request).archive(requests.checkpoint_ref(request.match_info))
+    return web.FileResponse(path, headers={"Content-Type": "application/x-tar"})
+
+
+_CHECKPOINT = "/training_runs/{model_id}/checkpoints/{kind}/{name}"
+_API_ROUTES: list[tuple[str, str, Handler]] = [
+    ("POST", "/client/config", client_config),
+    ("POST", "/client/dynamic_config", empty),
+    ("POST", "/create_session", create_session),
+    ("POST", "/session_heartbeat", session_heartbeat),
+    ("POST", "/sessions/{session_id}/finish", finish_session),
+    ("POST", "/telemetry", telemetry),
+    ("GET", "/get_server_capabilities", server_capabilities),
+    ("POST", "/create_model", create_model),
+    ("POST", "/get_info", get_info),
+    ("POST", "/forward_backward", forward_backward),
+    ("POST", "/optim_step", optim_step),
+    ("POST", "/save_weights_for_sampler", save_weights_for_sampler),
+    ("POST", "/save_weights", save_weights),
+    ("POST", "/load_weights", load_weights),
+    ("POST", "/retrieve_future", retrieve_future),
+    ("POST", "/weights_info", weights_info),
+    ("PUT", _CHECKPOINT + "/ttl", set_ttl),
+    ("GET", _CHECKPOINT + "/archive", archive_url),
+    ("DELETE", _CHECKPOINT, delete_checkpoint),
+]

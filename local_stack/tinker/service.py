@@ -1,0 +1,259 @@
+"""The local Tinker service's state: sessions, training models, futures and checkpoints.
+
+It knows nothing of HTTP: methods take parsed values (`local_stack.tinker.requests`) and
+raise `UnknownId`, `SessionFinished`, `CheckpointNotFound` or ValueError, which the routes
+answer as 404, 410, 404 and 400. Work on a model is queued in its `seq_id` order and runs on
+the compute thread; its result waits in a future (`local_stack.tinker.futures`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tinker.types import AdamParams
+
+from local_stack.engine.checkpoints import (
+    CheckpointExists,
+    CheckpointRef,
+    CheckpointStore,
+    RunInfo,
+)
+from local_stack.engine.model import (
+    BASE_MODEL_NAME,
+    MAX_CONTEXT_TOKENS,
+    adapter_config_for,
+    load_base_model,
+)
+from local_stack.engine.trainer import MODULE_GROUPS, ForwardBackwardResult, LoraTrainer
+from local_stack.tinker.futures import FutureTable, RequestSequencer
+from local_stack.tinker.requests import ForwardBackward, Load, NewModel, Save
+
+# What a model's queued request computes: a JSON result, or forward_backward's tensors.
+Result = dict | ForwardBackwardResult
+
+FUTURE_RETENTION_SECONDS = 3600.0
+SWEEP_SECONDS = 60.0
+# Nominal lifetime of an archive URL for a checkpoint without a TTL.
+ARCHIVE_URL_SECONDS = 24 * 3600
+
+
+class UnknownId(LookupError):
+    """No such session, model or request id."""
+
+
+class SessionFinished(Exception):
+    """The session was finished; it takes no more heartbeats."""
+
+
+@dataclass
+class TrainingModel:
+    """A live training run: its trainer and its request queue."""
+
+    model_id: str
+    info: RunInfo
+    trainer: LoraTrainer
+    sequencer: RequestSequencer = field(default_factory=RequestSequencer)
+
+
+class TinkerService:
+    """Sessions, training models and their queued work, and the checkpoint store."""
+
+    def __init__(self, store: CheckpointStore) -> None:
+        self.store = store
+        self.sessions: dict[str, bool] = {}  # session id -> finished
+        self.models: dict[str, TrainingModel] = {}
+        self._building: set[str] = set()
+        self.futures = FutureTable()
+        self._tasks: set[asyncio.Task] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._spawn(self._sweep_forever())
+
+    def close(self) -> None:
+        for model in self.models.values():
+            model.sequencer.close()
+        for task in self._tasks:
+            task.cancel()
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _sweep_forever(self) -> None:
+        """Delete expired checkpoints and forget old results, once a minute."""
+        while True:
+            self.store.delete_expired()
+            self.futures.forget_finished_before(time.monotonic() - FUTURE_RETENTION_SECONDS)
+            await asyncio.sleep(SWEEP_SECONDS)
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def create_session(self) -> str:
+        session_id = f"local-{secrets.token_hex(8)}"
+        self.sessions[session_id] = False
+        return session_id
+
+    def heartbeat(self, session_id: str) -> None:
+        if self._session(session_id):
+            raise SessionFinished(f"session {session_id!r:.80} has finished")
+
+    def finish_session(self, session_id: str) -> None:
+        self._session(session_id)
+        self.sessions[session_id] = True
+
+    def _session(self, session_id: str) -> bool:
+        """Whether the session has finished; UnknownId if there is no such session."""
+        if session_id not in self.sessions:
+            raise UnknownId(f"unknown session {session_id!r:.80}")
+        return self.sessions[session_id]
+
+    @staticmethod
+    def capabilities() -> list[dict]:
+        model = {"model_name": BASE_MODEL_NAME, "max_context_length": MAX_CONTEXT_TOKENS}
+        # Sampling is Sail's job here: Tinker's own sampling endpoints are not served.
+        return [model | {"trainable": True, "sampleable": False}]
+
+    # -- training models -------------------------------------------------------------------
+
+    def create_model(self, req: NewModel) -> tuple[str, str]:
+        """Start building a model; returns its future's request id and the model id."""
+        self._session(req.session_id)
+        model_id = f"{req.session_id}:train:{req.model_seq_id}"
+        # Reserved until built, so two concurrent creates cannot both claim one model id.
+        if model_id in self.models or model_id in self._building:
+            raise ValueError(f"model_seq_id {req.model_seq_id} was already used in this session")
+        self._building.add(model_id)
+        seed = req.seed if req.seed is not None else secrets.randbits(31)
+        request_id, future = self.futures.new()
+
+        def build() -> dict:
+            trainer = _new_trainer(req.info, seed)
+            self.store.save_run_info(model_id, req.info)
+            self.models[model_id] = TrainingModel(model_id, req.info, trainer)
+            return {"type": "create_model", "model_id": model_id}
+
+        async def create() -> None:
+            try:
+                await future.complete_with(build)
+            finally:
+                self._building.discard(model_id)
+
+        self._spawn(create())
+        return request_id, model_id
+
+    def model(self, model_id: str | None) -> TrainingModel:
+        if model_id not in self.models:
+            raise UnknownId(f"unknown model_id {model_id!r:.80}: create a training client first")
+        return self.models[model_id]
+
+    def submit(
+        self,
+        model_id: str | None,
+        seq_id: int | None,
+        prepare: Callable[[TrainingModel], Callable[[], Result]],
+    ) -> str:
+        """Check a model request with `prepare` and queue the job it returns; the request id.
+
+        A refused request still uses up its seq_id, so the requests after it do not wait.
+        """
+        model = self.model(model_id)
+        seq_id = model.sequencer.claim(seq_id)
+        try:
+            job = prepare(model)
+        except Exception:
+            model.sequencer.submit(seq_id, None)
+            raise
+        request_id, future = self.futures.new()
+        model.sequencer.submit(seq_id, functools.partial(future.complete_with, job))
+        return request_id
+
+    async def result(self, request_id: str, wait_seconds: float) -> Result | None:
+        """The request's result, waiting up to `wait_seconds` for it (None: not yet)."""
+        future = self.futures.get(request_id)
+        if future is None:
+            raise UnknownId(f"unknown request_id {request_id!r:.80}")
+        try:
+            await asyncio.wait_for(future.done.wait(), wait_seconds)
+        except TimeoutError:
+            return None
+        return future.payload
+
+    # -- what a model's requests do (each returns the job to queue) ------------------------
+
+    def forward_backward(self, model: TrainingModel, req: ForwardBackward) -> Callable[[], Result]:
+        return functools.partial(
+            model.trainer.forward_backward, req.data, req.loss_fn, backward=req.backward
+        )
+
+    def optim_step(self, model: TrainingModel, hp: AdamParams) -> Callable[[], Result]:
+        return lambda: {"metrics": model.trainer.optim_step(hp)}
+
+    def save(self, model: TrainingModel, req: Save) -> Callable[[], Result]:
+        ref = CheckpointRef(model.model_id, req.kind, req.name)
+        if not req.overwrite and self.store.exists(ref):  # refused at once, when it can be
+            raise CheckpointExists(f"{ref.tinker_path} already exists; pass overwrite=True")
+
+        def save() -> dict:
+            staging = self.store.staging_dir()
+            model.trainer.save(staging, with_optimizer=ref.kind == "weights")
+            # Checked again as it is written: a save queued meanwhile may have taken the name.
+            self.store.publish(ref, staging, req.ttl_seconds, overwrite=req.overwrite)
+            kind = "save_weights" if ref.kind == "weights" else "save_weights_for_sampler"
+            return {"type": kind, "path": ref.tinker_path}
+
+        return save
+
+    def load(self, model: TrainingModel, req: Load) -> Callable[[], Result]:
+        self.store.find(req.ref)
+        saved = self.store.run_info(req.ref.model_id)
+        if saved.lora_rank != model.info.lora_rank:
+            raise ValueError(
+                f"{req.ref.tinker_path} has LoRA rank {saved.lora_rank}; this model has rank "
+                f"{model.info.lora_rank}"
+            )
+
+        def load() -> dict:
+            model.trainer.load(self.store.find(req.ref), with_optimizer=req.with_optimizer)
+            return {"type": "load_weights", "path": req.ref.tinker_path, "model_id": model.model_id}
+
+        return load
+
+    # -- checkpoints (RestClient) ----------------------------------------------------------
+
+    def checkpoint_run(self, ref: CheckpointRef) -> RunInfo:
+        """How the run that saved `ref` was created (CheckpointNotFound if `ref` is gone)."""
+        self.store.find(ref)
+        return self.store.run_info(ref.model_id)
+
+    def set_ttl(self, ref: CheckpointRef, ttl_seconds: int | None) -> None:
+        self.store.set_ttl(ref, ttl_seconds)
+
+    def delete(self, ref: CheckpointRef) -> None:
+        self.store.delete(ref)
+
+    def archive_expiry(self, ref: CheckpointRef) -> float:
+        """When an archive URL handed out now stops working (Unix seconds)."""
+        return self.store.expires_at(ref) or time.time() + ARCHIVE_URL_SECONDS
+
+    def archive(self, ref: CheckpointRef) -> Path:
+        return self.store.archive(ref)
+
+
+def _new_trainer(info: RunInfo, seed: int) -> LoraTrainer:
+    base_model, vocab = load_base_model()
+    return LoraTrainer(
+        base_model,
+        vocab,
+        adapter_config_for(info.lora_rank),
+        seed=seed,
+        trained_groups=[g for g in MODULE_GROUPS if getattr(info, g)],
+    )
