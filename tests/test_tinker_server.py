@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -232,7 +233,8 @@ def test_guide_sections_2_and_3_run_on_the_local_stack(local_stack):
 # -- checkpoints: archives, TTLs, save_state / load_state ------------------------------
 
 
-def test_sampler_checkpoint_archive_is_a_peft_adapter_sail_accepts(server):
+def signed_sampler_checkpoint(server, name: str, **url_options) -> tuple[Any, str, str, str]:
+    """A new rank-8 run's sampler checkpoint `name`: (service client, model id, path, URL)."""
     import sail
 
     async def main():
@@ -240,13 +242,17 @@ def test_sampler_checkpoint_archive_is_a_peft_adapter_sail_accepts(server):
         training_client = await service_client.create_lora_training_client_async(
             base_model=MODEL, rank=8
         )
-        saved = await (await training_client.save_weights_for_sampler_async("s0", ttl_seconds=3600))
+        saved = await (await training_client.save_weights_for_sampler_async(name, ttl_seconds=3600))
         url = await sail.get_tinker_checkpoint_signed_url_async(
-            service_client, saved.path, ttl_seconds=7200
+            service_client, saved.path, **url_options
         )
-        return training_client.model_id, saved.path, url
+        return service_client, training_client.model_id, saved.path, url
 
-    model_id, path, url = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_sampler_checkpoint_archive_is_a_peft_adapter_sail_accepts(server):
+    _, model_id, path, url = signed_sampler_checkpoint(server, "s0", ttl_seconds=7200)
     assert path == f"tinker://{model_id}/sampler_weights/s0"
     assert url.startswith(server.url + "/")
     with tarfile.open(fileobj=io.BytesIO(fetch(url))) as tar:
@@ -263,16 +269,7 @@ def test_sampler_checkpoint_archive_is_a_peft_adapter_sail_accepts(server):
 def test_expired_checkpoint_is_deleted_and_its_url_answers_404(server):
     import sail
 
-    async def main():
-        service_client = server.client()
-        training_client = await service_client.create_lora_training_client_async(
-            base_model=MODEL, rank=8
-        )
-        saved = await (await training_client.save_weights_for_sampler_async("e0", ttl_seconds=3600))
-        url = await sail.get_tinker_checkpoint_signed_url_async(service_client, saved.path)
-        return service_client, saved.path, url
-
-    service_client, path, url = asyncio.run(main())
+    service_client, _, path, url = signed_sampler_checkpoint(server, "e0")
     store = server.service.store
     directory = store.find(CheckpointRef.from_tinker_path(path))
     fetch(url)
