@@ -1,0 +1,19 @@
+"""The local stack: loopback stand-ins for Tinker and Sail, as LocalStack is for AWS.
+
+The real `tinker` and `sail` SDKs talk to it unchanged over HTTP on one 127.0.0.1 port. The
+course reaches it only through `helpers.connect("local")`.
+
+    config       keys, host, storage directory and every environment variable it reads
+    supervisor   starts and stops the server process (the client side; servers never import it)
+    app          the one aiohttp app: mounts each service's sub-app and `/healthz`
+    http         the one handler style: auth and error mapping as a per-service middleware
+    tinker/      the Tinker API: routes -> requests -> service -> wire (protobuf)
+    sail/        the Sail Responses API: routes -> requests -> service, batcher, adapters -> wire
+    control/     the control plane for tests and demos (latency, faults, seed, stats), keyed
+    engine/      what both services compute with: the tiny model, its vocabulary, the sampler,
+                 the LoRA trainer, checkpoints on disk, the one compute thread
+    sandbox/     the stand-in for Sailboxes: each command under bubblewrap
+
+From the course it imports only what the course defines: the model's name and offline
+tokenizer (`helpers.kimi`), and, to build the base weights, the data and scoring.
+"""
