@@ -47,6 +47,12 @@ def interrupt_running_cell(
         loop.call_soon_threadsafe(lambda: None)
 
 
+def forget_interrupt_reason() -> None:
+    """Drop a reason whose interruption never reached a cell (it finished just before)."""
+    global _interrupt_reason
+    _interrupt_reason = None
+
+
 def _show_one_sentence(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):
     global _interrupt_reason
     if issubclass(etype, _INTERRUPTIONS):

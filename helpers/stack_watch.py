@@ -23,7 +23,7 @@ from typing import Any
 
 import psutil
 
-from helpers.errors import CourseRunError, interrupt_running_cell
+from helpers.errors import CourseRunError, forget_interrupt_reason, interrupt_running_cell
 
 POLL_SECONDS = 0.5
 # How long a cell started after the stack died may run before it is stopped too.
@@ -62,10 +62,10 @@ class StackWatcher:
     def stop(self) -> None:
         """Stop watching (the stack is about to be stopped on purpose, or replaced)."""
         self._stop.set()
+        self._thread.join()
         self._shell.events.unregister("pre_run_cell", self._cell_starts)
         self._shell.events.unregister("post_run_cell", self._cell_ends)
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+        forget_interrupt_reason()
 
     def _cell_starts(self, info: Any) -> None:
         self._cell_started_at = time.monotonic()
