@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 LOG = Path("/nonexistent/stack/local-stack.log")  # only quoted, never opened
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def kernel() -> Iterator:
+    """One kernel for the module: each test's `watch` replaces the previous test's watch."""
     manager, client = start_new_kernel(kernel_name="python3", cwd=str(ROOT))
     run(client, "import helpers")  # installs the one-sentence errors, as notebooks do
     yield manager, client
