@@ -131,6 +131,13 @@ def started_with(env: dict) -> list[psutil.Process]:
     return found
 
 
+def is_local_stack(process: psutil.Process) -> bool:
+    try:
+        return "local_stack" in " ".join(process.cmdline())
+    except psutil.Error:  # ended meanwhile
+        return False
+
+
 def kill_everything_started_with(env: dict) -> None:
     """SIGKILL the whole run: no process gets to exit cleanly."""
     victims = started_with(env)
@@ -201,7 +208,7 @@ def test_03_dead_stack_fails_in_seconds_and_the_rerun_resumes(
     sentence naming the stack's log, and re-running resumes (issue 10, item 7)."""
     parameters = {**SMALL_PARAMETERS["03_training_loop.ipynb"], "steps": 8, "run_name": "dead"}
     first = run_until_steps(parameters, run_env, tmp_path, done=2)
-    [server] = [p for p in started_with(run_env) if "local_stack" in " ".join(p.cmdline())]
+    [server] = [p for p in started_with(run_env) if is_local_stack(p)]
     server.kill()
     killed_at = time.monotonic()
     code, log = finish(first, timeout=120)
