@@ -18,13 +18,14 @@ from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from helpers.errors import install_short_errors
 from helpers.kimi import MODEL_NAME, kimi_renderer
-from helpers.params import check_backend
+from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
+from helpers.stack_watch import stop_watching, watch_local_stack
 
 ADAPTER_CONFIG_PATH = Path(__file__).resolve().parent.parent / "tinker_adapter_config.json"
 CLOUD_DATASET = "microsoft/orca-math-word-problems-200k"
-CLOUD_TRAIN_ROWS = 2000
-CLOUD_HELD_OUT_ROWS = 200
+CLOUD_TRAIN_ROWS = TRAIN_PROBLEMS["cloud"]
+CLOUD_HELD_OUT_ROWS = HELD_OUT_PROBLEMS["cloud"]
 # Settings that depend on the model behind the backend: Kimi K2.6 thinks at length and
 # needs the guide's small learning rate; the local tiny model answers in ~20 tokens and,
 # with ~100k parameters, needs a much larger one.
@@ -61,6 +62,7 @@ class Course:
 def connect(backend: str = "local") -> Course:
     """Check `backend`, then return the clients, tokenizer, renderer and data for it."""
     install_short_errors()
+    stop_watching()  # the stack may be restarted or stopped below, on purpose
     if backend == "cloud":
         _stop_local()  # restores your shell's keys if this kernel ran the local stack
     check_backend(backend)
@@ -91,7 +93,8 @@ def _start_local() -> dict[str, list[dict]]:
     from local_stack.supervisor import start_local_stack
 
     register_offline_kimi_tokenizer()
-    start_local_stack()
+    stack = start_local_stack()
+    watch_local_stack(stack.pid, stack.log_path)
     return {name: split.to_list() for name, split in arithmetic_dataset().items()}
 
 

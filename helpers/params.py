@@ -1,11 +1,18 @@
 """Checks for notebook parameters, run before anything touches a server.
 
-Each check raises `CourseConfigError` with one sentence that names the parameter and
-what is allowed, so a bad papermill `-p` fails in seconds instead of mid-run.
+Every parameter of every notebook has a range; each notebook's check cell calls the
+function here named after it, which imports nothing heavy. A value outside its range
+raises `CourseConfigError` with one sentence naming the parameter and the range, so a bad
+papermill `-p` fails in a second instead of mid-run (or, worse, "succeeds" having
+sampled nothing). The ranges are what the services accept, what each backend's data
+holds, and what a kernel can hold; `tests/test_params.py` checks them against the first two.
+
+Comparisons are written `low <= value <= high`, which NaN fails.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -14,6 +21,28 @@ from helpers.errors import CourseConfigError
 BACKENDS = ("local", "cloud")
 COMPLETION_WINDOWS = ("balanced", "flex")
 RETIRED_WINDOWS = ("priority", "15m")
+
+# Sail's sampling temperature; the local stack refuses the same values. Above 0 it also
+# refuses tiny temperatures, which overflow the scaled logits (0 itself means greedy).
+MIN_TEMPERATURE = 0.01
+MAX_TEMPERATURE = 2.0
+# Prompt plus completion: the local tiny model's context, and Kimi K2.6's (256K).
+CONTEXT_TOKENS = {"local": 256, "cloud": 262_144}
+# What `helpers.connect` loads: the local arithmetic set, or the slice of orca-math.
+TRAIN_PROBLEMS = {"local": 1467, "cloud": 2000}
+HELD_OUT_PROBLEMS = {"local": 399, "cloud": 200}
+# Tinker keeps a checkpoint from one hour to ten years.
+MIN_TTL_SECONDS = 3600
+MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
+# Sizes the kernel and the services handle: every rollout of a batch is in flight at
+# once, and a notebook-04 rollout also starts a sandbox.
+MAX_GROUP_SIZE = 64
+MAX_SANDBOXED_GROUP_SIZE = 16
+MAX_ROLLOUTS_PER_BATCH = 4096
+MAX_STEPS = 10_000
+MAX_LEARNING_RATE = 1.0
+MAX_SEED = 2**32 - 1
+MAX_BOOT_SECONDS = 60.0
 
 
 def check_backend(backend: str) -> None:
@@ -36,17 +65,43 @@ def check_backend(backend: str) -> None:
             )
 
 
-def check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise CourseConfigError(f"{name} must be a whole number >= {minimum}, not {value!r}.")
+def _refuse(name: str, allowed: str, value: object, why: str, none_ok: bool) -> None:
+    reason = f" ({why})" if why else ""
+    default = ", or None for the backend's default" if none_ok else ""
+    raise CourseConfigError(f"{name} must be {allowed}{reason}{default}, not {value!r}.")
 
 
-def check_positive(name: str, value: object, none_ok: bool = False) -> None:
+def check_whole_number(
+    name: str, value: object, low: int, high: int, *, why: str = "", none_ok: bool = False
+) -> None:
+    """`value` is an int (not a bool) from `low` to `high`, or None when `none_ok`."""
     if none_ok and value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        default = " (or None for the backend's default)" if none_ok else ""
-        raise CourseConfigError(f"{name} must be a number greater than 0{default}, not {value!r}.")
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        _refuse(name, f"a whole number from {low} to {high}", value, why, none_ok)
+
+
+def check_number(
+    name: str,
+    value: object,
+    low: float,
+    high: float,
+    *,
+    above_low: bool = False,
+    none_ok: bool = False,
+) -> None:
+    """`value` is a finite int or float in [low, high] (or (low, high] when `above_low`)."""
+    if none_ok and value is None:
+        return
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    in_range = is_number and (low < value if above_low else low <= value) and value <= high
+    if not (in_range and math.isfinite(value)):
+        allowed = (
+            f"a number greater than {low:g} and at most {high:g}"
+            if above_low
+            else f"a number from {low:g} to {high:g}"
+        )
+        _refuse(name, allowed, value, "", none_ok)
 
 
 def check_completion_window(value: object) -> None:
@@ -58,25 +113,83 @@ def check_completion_window(value: object) -> None:
         raise CourseConfigError(f"completion_window must be 'balanced' or 'flex', not {value!r}.")
 
 
-def check_sampling(max_tokens: object, temperature: object) -> None:
-    """`max_tokens=None` means the backend's default."""
-    if max_tokens is not None and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-    ):
-        raise CourseConfigError(
-            f"max_tokens must be a whole number >= 1 (or None for the backend's default), "
-            f"not {max_tokens!r}."
-        )
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or temperature < 0:
-        raise CourseConfigError(f"temperature must be a number >= 0, not {temperature!r}.")
-
-
 def check_run_name(value: object) -> None:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", value):
         raise CourseConfigError(
             "run_name must be 1-64 letters, digits, '.', '_' or '-' (it names a folder "
             f"under runs/), not {value!r}."
         )
+
+
+def check_temperature(value: object) -> None:
+    if value == 0 and not isinstance(value, bool):
+        return  # greedy
+    try:
+        check_number("temperature", value, MIN_TEMPERATURE, MAX_TEMPERATURE)
+    except CourseConfigError:
+        raise CourseConfigError(
+            f"temperature must be 0 (greedy) or a number from {MIN_TEMPERATURE:g} to "
+            f"{MAX_TEMPERATURE:g}, not {value!r}."
+        ) from None
+
+
+def check_max_tokens(value: object, backend: str, *, none_ok: bool = True) -> None:
+    """At most the model's context: the prompt takes part of it, and sampling stops there."""
+    model = "the local model's context" if backend == "local" else "Kimi K2.6's context"
+    check_whole_number("max_tokens", value, 1, CONTEXT_TOKENS[backend], why=model, none_ok=none_ok)
+
+
+def check_group_size(value: object, low: int, high: int = MAX_GROUP_SIZE) -> None:
+    check_whole_number("group_size", value, low, high)
+
+
+def check_problem_index(name: str, value: object, backend: str) -> None:
+    """An index into the training problems that `helpers.connect(backend)` loads."""
+    count = TRAIN_PROBLEMS[backend]
+    check_whole_number(name, value, 0, count - 1, why=_holds(backend, count, "training"))
+
+
+def _holds(backend: str, count: int, split: str) -> str:
+    return f"the {backend} backend has {count} {split} problems"
+
+
+def check_batch(names: tuple[str, str], values: tuple[int, int]) -> None:
+    """Every rollout of a batch is in flight at once, so their number is bounded too."""
+    total = values[0] * values[1]
+    if total > MAX_ROLLOUTS_PER_BATCH:
+        raise CourseConfigError(
+            f"{names[0]} x {names[1]} must be at most {MAX_ROLLOUTS_PER_BATCH} rollouts "
+            f"in flight at once, not {values[0]} x {values[1]} = {total}."
+        )
+
+
+def check_scoring_params(*, backend: str, example_index: int, group_size: int) -> None:
+    """Every parameter of notebook 01 (no rollouts: a group of one environment is allowed)."""
+    check_backend(backend)
+    check_problem_index("example_index", example_index, backend)
+    check_group_size(group_size, 1)
+
+
+def check_serving_params(
+    *,
+    backend: str,
+    ttl_seconds: int,
+    group_size: int,
+    max_tokens: int | None,
+    temperature: float,
+    completion_window: str,
+    example_index: int,
+) -> None:
+    """Every parameter of notebook 02, in the order its parameters cell lists them."""
+    check_backend(backend)
+    check_whole_number(
+        "ttl_seconds", ttl_seconds, MIN_TTL_SECONDS, MAX_TTL_SECONDS, why="1 hour to 10 years"
+    )
+    check_group_size(group_size, 1)
+    check_max_tokens(max_tokens, backend)
+    check_temperature(temperature)
+    check_completion_window(completion_window)
+    check_problem_index("example_index", example_index, backend)
 
 
 def check_training_params(
@@ -91,15 +204,46 @@ def check_training_params(
     seed: int,
     completion_window: str,
     run_name: str,
+    eval_problems: int,
+    eval_samples: int,
 ) -> None:
-    """Every parameter of notebook 03, checked in the order the parameters cell lists them."""
+    """Every parameter of notebook 03, in the order its parameters cell lists them."""
     check_backend(backend)
-    check_int("steps", steps, 1)
+    check_whole_number("steps", steps, 1, MAX_STEPS)
     # GRPO compares samples of the same prompt: one sample has nothing to compare with.
-    check_int("group_size", group_size, 2)
-    check_int("groups_per_step", groups_per_step, 1)
-    check_positive("learning_rate", learning_rate, none_ok=True)
-    check_sampling(max_tokens, temperature)
-    check_int("seed", seed, 0)
+    check_group_size(group_size, 2)
+    train = TRAIN_PROBLEMS[backend]
+    check_whole_number(
+        "groups_per_step", groups_per_step, 1, train, why=_holds(backend, train, "training")
+    )
+    check_batch(("group_size", "groups_per_step"), (group_size, groups_per_step))
+    check_number(
+        "learning_rate", learning_rate, 0.0, MAX_LEARNING_RATE, above_low=True, none_ok=True
+    )
+    check_max_tokens(max_tokens, backend)
+    check_temperature(temperature)
+    check_whole_number("seed", seed, 0, MAX_SEED)
     check_completion_window(completion_window)
     check_run_name(run_name)
+    held_out = HELD_OUT_PROBLEMS[backend]
+    check_whole_number(
+        "eval_problems", eval_problems, 1, held_out, why=_holds(backend, held_out, "held-out")
+    )
+    check_whole_number("eval_samples", eval_samples, 1, MAX_GROUP_SIZE)
+    check_batch(("eval_problems", "eval_samples"), (eval_problems, eval_samples))
+
+
+def check_sandbox_params(
+    *,
+    backend: str,
+    group_size: int,
+    simulated_boot_seconds: float,
+    max_tokens: int,
+    temperature: float,
+) -> None:
+    """Every parameter of notebook 04; `max_tokens` and `temperature` only reach the cloud."""
+    check_backend(backend)
+    check_group_size(group_size, 1, MAX_SANDBOXED_GROUP_SIZE)
+    check_number("simulated_boot_seconds", simulated_boot_seconds, 0.0, MAX_BOOT_SECONDS)
+    check_max_tokens(max_tokens, "cloud", none_ok=False)
+    check_temperature(temperature)

@@ -17,6 +17,7 @@ from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
 from tinker_cookbook.rl.types import TrajectoryGroup
 
+from helpers.rollout_failures import CountingPolicy
 from helpers.scoring import MathGroupBuilder
 from helpers.serving import sail_policy
 
@@ -70,13 +71,16 @@ async def rollout_groups(
 
     A failed rollout (a Sail error, a timeout) is dropped, not retried. A group survives
     while `min_successful` of its rollouts do: for training, two is the least GRPO can
-    compare. Returns the surviving groups and how many rollouts were dropped.
+    compare. Returns the surviving groups and how many rollouts were dropped. If every
+    rollout fails, it raises instead: a run that went on would learn and score nothing.
     """
+    counted = CountingPolicy(policy)
     strategy = MinViableGroup(min_successful, max_retries=0, per_rollout_timeout=ROLLOUT_TIMEOUT_S)
     results = await asyncio.gather(
-        *(do_group_rollout(b, policy, strategy=strategy) for b in builders),
+        *(do_group_rollout(b, counted, strategy=strategy) for b in builders),
         return_exceptions=True,
     )
+    counted.raise_if_all_failed()
     groups, dropped = [], 0
     for builder, result in zip(builders, results, strict=True):
         if isinstance(result, AllTrajectoriesFailedError):

@@ -30,6 +30,7 @@ def start_for_a_human() -> None:
 
     stack = start_local_stack()
     print(f"local stack running at {stack.url} (pid {stack.pid}); storage {stack.storage_dir}")
+    print(f"its log (warnings, errors): {stack.log_path}")
     print("Sail:   POST /v1/responses, GET /v1/responses/{id}   Tinker: /api/v1/...")
     print("To use it from another shell:")
     print(f"  export SAIL_API_URL={stack.url} SAIL_API_KEY={SAIL_API_KEY}")

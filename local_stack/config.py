@@ -41,3 +41,11 @@ def knob_settings_from_env() -> dict[str, str]:
     """The control plane's start-up settings (latency, faults, seed) as given, unparsed."""
     names = {"latency": SAIL_LATENCY_VAR, "faults": SAIL_FAULTS_VAR, "seed": SAIL_SEED_VAR}
     return {knob: os.environ[var] for knob, var in names.items() if os.environ.get(var)}
+
+
+LOG_FILE_NAME = "local-stack.log"
+
+
+def log_path() -> Path:
+    """The server's stderr, in the storage dir; a notebook whose stack died points here."""
+    return storage_dir() / LOG_FILE_NAME

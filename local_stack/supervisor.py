@@ -20,6 +20,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from local_stack import config
 
@@ -40,6 +41,11 @@ class LocalStack:
     url: str
     pid: int
     storage_dir: Path
+
+    @property
+    def log_path(self) -> Path:
+        """The server's stderr (warnings, tracebacks), appended to across restarts."""
+        return self.storage_dir / config.LOG_FILE_NAME
 
 
 _running: tuple[LocalStack, subprocess.Popen[str]] | None = None
@@ -84,18 +90,30 @@ def _spawn() -> subprocess.Popen[str]:
     command += ["--parent-pid", str(os.getpid())]
     env = {**os.environ, "PYTHONPATH": _with_repo_on_path(os.environ.get("PYTHONPATH"))}
     env[config.STORAGE_DIR_VAR] = str(config.storage_dir())
-    return subprocess.Popen(
+    log = _open_log()
+    process = subprocess.Popen(
         command,
         cwd=config.REPO_ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
+        stderr=log,
         text=True,
         # Its own process group: Jupyter interrupts a kernel by signalling the kernel's whole
         # group, which must stop the cell, not the server.
         start_new_session=True,
         preexec_fn=_die_with_parent,
     )
+    log.close()  # the server has its own copy
+    return process
+
+
+def _open_log() -> TextIO:
+    """The log a notebook points to when its stack dies; appended to, one header per start."""
+    log = config.log_path().open("a")
+    log.write(f"--- local stack starting at {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
+    log.flush()
+    return log
 
 
 def _die_with_parent() -> None:
@@ -118,7 +136,9 @@ def _read_announcement(process: subprocess.Popen[str]) -> dict[str, object]:
     finally:
         executor.shutdown(wait=False)
     if not line:
-        raise RuntimeError(f"local stack exited during start-up (code {process.wait()})")
+        raise RuntimeError(
+            f"local stack exited during start-up (code {process.wait()}); see {config.log_path()}"
+        )
     return json.loads(line)
 
 
@@ -126,7 +146,10 @@ def _wait_until_healthy(url: str, process: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while not _healthy(url):
         if process.poll() is not None:
-            raise RuntimeError(f"local stack exited during start-up (code {process.returncode})")
+            raise RuntimeError(
+                f"local stack exited during start-up (code {process.returncode}); "
+                f"see {config.log_path()}"
+            )
         if time.monotonic() > deadline:
             raise RuntimeError(f"local stack at {url} never became healthy")
         time.sleep(0.05)

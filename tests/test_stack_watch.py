@@ -1,0 +1,121 @@
+"""A dead local stack stops the running cell within seconds, in one sentence.
+
+These run a real IPython kernel with the watcher pointed at a stand-in process (`sleep`),
+so a death can be staged in any state of the kernel without starting the stack. The
+notebook-level check, with the real stack SIGKILLed mid-run, is in test_notebooks.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG = Path("/nonexistent/stack/local-stack.log")  # only quoted, never opened
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator:
+    """One kernel for the module: each test's `watch` replaces the previous test's watch."""
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(ROOT))
+    run(client, "import helpers")  # installs the one-sentence errors, as notebooks do
+    yield manager, client
+    client.stop_channels()
+    manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def stand_in() -> Iterator[subprocess.Popen]:
+    """A process playing the stack's server; the test kills it."""
+    process = subprocess.Popen(["sleep", "600"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def run(client, code: str, timeout: float = 60) -> tuple[dict, list[dict]]:
+    """Execute `code`; return the reply's content and the error outputs it published."""
+    errors: list[dict] = []
+
+    def keep_errors(message: dict) -> None:
+        if message["msg_type"] == "error":
+            errors.append(message["content"])
+
+    reply = client.execute_interactive(code, timeout=timeout, output_hook=keep_errors)
+    return reply["content"], errors
+
+
+def watch(client, process: subprocess.Popen) -> None:
+    run(
+        client,
+        f"from helpers.stack_watch import watch_local_stack\n"
+        f"watch_local_stack({process.pid}, __import__('pathlib').Path({str(LOG)!r}))",
+    )
+
+
+def kill_after(process: subprocess.Popen, seconds: float) -> None:
+    """Kill the stand-in from a timer, while the test's thread waits on the cell."""
+    threading.Timer(seconds, process.kill).start()
+
+
+def assert_stopped_in_one_sentence(reply: dict, errors: list[dict]) -> None:
+    assert reply["status"] == "error"
+    [error] = errors
+    assert error["ename"] == "LocalStackStoppedError"
+    assert str(LOG) in error["evalue"] and "re-running the notebook" in error["evalue"]
+    assert error["traceback"] == [f"LocalStackStoppedError: {error['evalue']}"]
+
+
+@pytest.mark.parametrize(
+    "cell",
+    ["import asyncio\nawait asyncio.sleep(120)", "import time\ntime.sleep(120)"],
+    ids=["awaiting", "blocking"],
+)
+def test_running_cell_stops_within_seconds(kernel, stand_in, cell: str) -> None:
+    _, client = kernel
+    watch(client, stand_in)
+    kill_after(stand_in, 1.0)
+    started = time.monotonic()
+    reply, errors = run(client, cell)
+    elapsed = time.monotonic() - started
+    assert_stopped_in_one_sentence(reply, errors)
+    assert elapsed < 10, f"the cell took {elapsed:.1f} s to stop"  # hangs only; ~1.5 s typical
+    reply, errors = run(client, "1 + 1")  # a quick cell afterwards still runs
+    assert reply["status"] == "ok" and not errors
+
+
+def test_cell_started_after_the_death_stops_after_its_grace(kernel, stand_in) -> None:
+    _, client = kernel
+    watch(client, stand_in)
+    stand_in.kill()
+    time.sleep(1.5)  # the kernel is idle when the stack dies: nothing to stop yet
+    started = time.monotonic()
+    reply, errors = run(client, "import time\ntime.sleep(120)")
+    assert_stopped_in_one_sentence(reply, errors)
+    assert time.monotonic() - started < 20
+
+
+def test_stop_button_still_shows_an_ordinary_interruption(kernel, stand_in) -> None:
+    manager, client = kernel
+    watch(client, stand_in)
+    threading.Timer(1.0, manager.interrupt_kernel).start()
+    reply, errors = run(client, "import time\ntime.sleep(120)")
+    assert reply["status"] == "error"
+    assert [e["ename"] for e in errors] == ["KeyboardInterrupt"]
+    assert len(errors[0]["traceback"]) > 1  # the usual traceback, not the stack's sentence
+
+
+def test_connect_again_stops_the_old_watch(kernel, stand_in) -> None:
+    """`helpers.connect` calls stop_watching before it (re)starts a stack on purpose."""
+    _, client = kernel
+    watch(client, stand_in)
+    run(client, "from helpers.stack_watch import stop_watching\nstop_watching()")
+    kill_after(stand_in, 0.5)
+    reply, errors = run(client, "import time\ntime.sleep(3)")
+    assert reply["status"] == "ok" and not errors
