@@ -1,7 +1,7 @@
 """The local sandbox contains what model-written commands do, and the shell-task env grades with it.
 
-Every process a test starts in a sandbox carries a unique marker (in its command line or
-its environment), so a psutil scan of the whole machine can prove none survives.
+(Hostile commands aimed at the host's environment, the grader and the sandbox's totals are
+in test_sandbox_hostile.py.)
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 import tinker
+from sandbox_probes import ENV_DIR, MARKER_VARIABLE, TASK_DIR, processes_with, run
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
@@ -36,31 +37,9 @@ from local_stack.sandbox import (
     isolation,
     local_sandbox_factory,
 )
-from local_stack.sandbox.local_sandbox import OUTPUT_CEILING_BYTES
+from local_stack.sandbox.process import OUTPUT_CEILING_BYTES
 
-TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "sum_numbers"
-ENV_DIR = TASK_DIR / "environment"
 SLACK_SECONDS = 2.0
-MARKER_VARIABLE = "SANDBOX_TEST_MARKER"
-
-
-def run(coroutine: Awaitable[object]) -> object:
-    return asyncio.run(coroutine)  # type: ignore[arg-type]
-
-
-def processes_with(marker: str) -> list[psutil.Process]:
-    """Every live process on the machine whose command line or environment holds `marker`."""
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if (
-                marker in " ".join(process.cmdline())
-                or process.environ().get(MARKER_VARIABLE) == marker
-            ):
-                found.append(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
 
 
 def assert_machine_unaffected(available_before: int) -> None:
@@ -231,7 +210,7 @@ def test_a_background_process_does_not_survive() -> None:
 
 
 def test_memory_and_file_size_limits_apply() -> None:
-    limits = ResourceLimits(memory_bytes=512 << 20, file_size_bytes=1 << 20)
+    limits = ResourceLimits(address_space_bytes=512 << 20, file_size_bytes=1 << 20)
     memory = run(run_contained("python3 -c 'bytearray(1 << 30)'", timeout=10, limits=limits))
     assert memory.exit_code != 0 and "MemoryError" in memory.stderr
     size = run(
