@@ -34,6 +34,10 @@ class ScriptedShellPolicy(TokenCompleter):
         self._tokenizer = tokenizer
         self._replies_R = [tokenizer.encode(reply, add_special_tokens=False) for reply in replies]
         self._rng = random.Random(seed)
+        self._seed = seed
+
+    def __repr__(self) -> str:
+        return f"ScriptedShellPolicy({len(self._replies_R)} replies, seed={self._seed})"
 
     async def __call__(
         self, model_input: tinker.ModelInput, stop: StopCondition, *, max_tokens: int | None = None
