@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import multiprocessing
+import os
 import pickle
 import socket
 import subprocess
@@ -37,6 +39,7 @@ from local_stack.sandbox import (
     isolation,
     local_sandbox_factory,
 )
+from local_stack.sandbox.enclosure import totals_problem
 from local_stack.sandbox.process import OUTPUT_CEILING_BYTES
 
 SLACK_SECONDS = 2.0
@@ -431,3 +434,33 @@ def test_sequential_creation_pays_every_boot_and_concurrent_creation_pays_one() 
     assert sequential >= 4 * boot
     # Concurrent creation saves three of the four boots, give or take the uploads' timing.
     assert sequential - concurrent >= 2 * boot
+
+
+def test_without_root_the_totals_give_way_to_per_process_limits_with_a_warning(
+    monkeypatch, caplog
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # as an ordinary user sees it
+    totals_problem.cache_clear()
+
+    async def as_a_user() -> tuple[object, LocalSandbox]:
+        sandbox = await local_sandbox_factory(ENV_DIR, 60)
+        try:
+            return await sandbox.run_command("echo hi > x && cat x"), sandbox
+        finally:
+            await sandbox.cleanup()
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            result, sandbox = run(as_a_user())
+    finally:
+        totals_problem.cache_clear()
+    assert result.stdout == "hi\n"
+    assert not sandbox.totals_enforced and sandbox.memory_peak_bytes() is None
+    assert "not each sandbox as a whole: the training process is not root" in caplog.text
+    assert not sandbox.host_dir.exists()
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "1G"])
+def test_a_limit_must_be_a_positive_integer(value: object) -> None:
+    with pytest.raises(ValueError, match=r"^ResourceLimits.memory_bytes must be an integer >= 1"):
+        ResourceLimits(memory_bytes=value)
