@@ -4,6 +4,7 @@ and the lifetime budget. Each test also shows the attack is real where it could 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import subprocess
 import time
@@ -24,14 +25,6 @@ from local_stack.sandbox.isolation import SANDBOX_ENV
 needs_totals = pytest.mark.skipif(
     totals_problem() is not None, reason=f"per-sandbox totals unavailable: {totals_problem()}"
 )
-
-
-async def _in_sandbox(command: str, *, limits: ResourceLimits | None = None, timeout: float = 30):
-    sandbox = await local_sandbox_factory(ENV_DIR, 120, limits=limits or ResourceLimits())
-    try:
-        return await sandbox.run_command(command, timeout=timeout)
-    finally:
-        await sandbox.cleanup()
 
 
 # --- the host's environment ----------------------------------------------------------------
@@ -138,7 +131,7 @@ def test_a_verifier_that_writes_no_reward_grades_zero_as_an_error() -> None:
         task = load_harbor_task(TASK_DIR)
         sandbox = await local_sandbox_factory(task.environment_dir, 120)
         try:
-            silent = type(task)(**{**task.__dict__, "task_dir": Path("/nonexistent")})
+            silent = dataclasses.replace(task, task_dir=Path("/nonexistent"))  # no tests
             return await run_verifier(sandbox, silent, 30)
         finally:
             await sandbox.cleanup()
