@@ -2,7 +2,9 @@
 
 Prints the time to create a group of 8 sandboxes one after another (what cookbook 0.5.8's
 `HarborEnvGroupBuilder.make_envs` does) and all at once, both as they are locally and with
-a simulated boot time standing in for a Sailbox's, and what isolation adds to one command.
+a simulated boot time standing in for a Sailbox's, and what isolation adds to one command
+(namespaces, the sandbox's own uid and, as root, joining its memory cgroup; creating a
+sandbox as root also mounts its tmpfs and creates that cgroup).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Read a task in Harbor's layout without the cookbook's harbor_env (which needs `modal`).
+"""Read a task in Harbor's layout and run its verifier, without the cookbook's harbor_env
+(which needs `modal`).
 
 - task.toml: `[environment].docker_image` is the image a cloud sandbox starts from.
 - instruction.md: what the policy is asked to do.
@@ -8,14 +9,33 @@
 
 from __future__ import annotations
 
+import json
+import math
 import posixpath
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
+
 # Docker's default is "/", which a sandbox cannot hand out as a writable directory.
 DEFAULT_WORKDIR = "/app"
+# Harbor's verifier contract: the tests go to /tests, test.sh writes the reward to /logs/verifier.
+TESTS_DIR = "/tests"
+REWARD_FILES = ("/logs/verifier/reward.txt", "/logs/verifier/reward.json")
+# Run before the tests are uploaded: whatever the policy left in the verifier's directories
+# (a reward file, a test.sh of its own, a symlink, a directory made unwritable) is removed,
+# so the tests that run are the task's, and a reward found afterwards is one they wrote.
+_EMPTY_VERIFIER_DIRS = """set -eu
+for dir in /tests /logs; do
+    if [ -L "$dir" ] || { [ -e "$dir" ] && [ ! -d "$dir" ]; }; then rm -f -- "$dir"; fi
+    mkdir -p -- "$dir"
+    chmod -R u+rwX -- "$dir"
+    find "$dir" -mindepth 1 -delete
+done
+mkdir /logs/verifier
+"""
 
 
 @dataclass(frozen=True)
@@ -43,13 +63,19 @@ class HarborTaskDir:
         A cloud sandbox starts from `[environment].docker_image`, not from a build of the
         Dockerfile, so these files are uploaded into every sandbox rather than baked into an image.
         """
-        return {
-            posixpath.join(
-                self.workdir, path.relative_to(self.environment_dir).as_posix()
-            ): path.read_bytes()
-            for path in sorted(self.environment_dir.rglob("*"))
-            if path.is_file() and path.name != "Dockerfile"
-        }
+        return _files_under(self.environment_dir, self.workdir, skip="Dockerfile")
+
+    def test_files(self) -> dict[str, bytes]:
+        """The verifier's files, keyed by their path in the sandbox (Harbor puts them in /tests)."""
+        return _files_under(self.tests_dir, TESTS_DIR)
+
+
+def _files_under(root: Path, destination: str, skip: str | None = None) -> dict[str, bytes]:
+    return {
+        posixpath.join(destination, path.relative_to(root).as_posix()): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and path.name != skip
+    }
 
 
 def dockerfile_workdir(environment_dir: Path) -> str:
@@ -73,3 +99,62 @@ def load_harbor_task(task_dir: str | Path) -> HarborTaskDir:
         workdir=dockerfile_workdir(task_dir / "environment"),
         config=tomllib.loads((task_dir / "task.toml").read_text()),
     )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one run of a task's verifier decided, and what it printed."""
+
+    reward: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    output: str = ""
+
+
+def _ungraded(reason: str) -> Verdict:
+    return Verdict(0.0, {"reward": 0.0, "test_passed": 0.0, "grading_error": 1.0}, reason)
+
+
+async def run_verifier(sandbox: SandboxInterface, task: HarborTaskDir, timeout: float) -> Verdict:
+    """Grade the sandbox's current state with the task's tests, following Harbor's contract.
+
+    Unlike the cookbook's `HarborReward`, every step is checked and the verifier starts
+    from empty directories, so the reward depends only on what the tests compute in this
+    grading: files, symlinks or permissions the policy left in /tests or /logs cannot
+    change it, and a step that fails grades 0 (`grading_error`). What it cannot undo is
+    a process still running beside it, which the local sandbox never allows (each
+    command's processes end with it) but a Sailbox does.
+    """
+    try:
+        emptied = await sandbox.run_command(_EMPTY_VERIFIER_DIRS, workdir="/", timeout=timeout)
+        if emptied.exit_code != 0:
+            return _ungraded(f"could not empty the verifier's directories: {emptied.stderr}")
+        for path, content in task.test_files().items():
+            written = await sandbox.write_file(path, content, executable=path.endswith(".sh"))
+            if written.exit_code != 0:
+                return _ungraded(f"could not upload {path}: {written.stderr}")
+        # From /root, as Harbor runs it (some test.sh scripts refuse to run from /).
+        tests = await sandbox.run_command(
+            f"bash {TESTS_DIR}/test.sh", workdir="/root", timeout=timeout
+        )
+        reward = await _read_reward(sandbox)
+    except SandboxTerminatedError as exc:
+        return _ungraded(f"the sandbox ended during grading: {exc}")
+    if reward is None:
+        return _ungraded(f"test.sh wrote no valid reward\n{tests.stdout}{tests.stderr}")
+    metrics = {"reward": reward, "test_passed": float(reward > 0), "grading_error": 0.0}
+    return Verdict(reward, metrics, tests.stdout + tests.stderr)
+
+
+async def _read_reward(sandbox: SandboxInterface) -> float | None:
+    """The reward test.sh wrote, from reward.txt or else reward.json; None if neither holds one."""
+    for path in REWARD_FILES:
+        found = await sandbox.read_file(path, max_bytes=4096)
+        if found.exit_code != 0 or not found.stdout.strip():
+            continue
+        try:
+            value = json.loads(found.stdout)
+            reward = float(value["reward"] if isinstance(value, dict) else value)
+        except (ValueError, TypeError, KeyError):
+            return None
+        return reward if math.isfinite(reward) else None
+    return None

@@ -2,9 +2,10 @@
 
 Action format: the policy answers with a ```bash fenced block. Its contents run as one
 bash script in the task's working directory inside a sandbox; then `tests/test.sh` runs
-in the same sandbox, and the reward is what it writes to /logs/verifier/reward.txt.
-Text outside the block, thinking included, is never executed; without a block, nothing
-runs but the tests.
+in the same sandbox, and the reward is what it writes to /logs/verifier/reward.txt in
+this grading (see `helpers.harbor_task.run_verifier`: what the script left in the
+verifier's directories does not count). Text outside the block, thinking included, is
+never executed; without a block, nothing runs but the tests.
 
 The group builder takes any sandbox factory with `sail.tinker_sandbox_factory`'s shape
 (`factory(env_dir, timeout_seconds)`), so the same code runs on Sailboxes or locally.
@@ -23,14 +24,13 @@ from typing import Literal
 
 import tinker
 from tinker_cookbook.completers import StopCondition
-from tinker_cookbook.recipes.harbor_rl.harbor_tools import HarborReward
 from tinker_cookbook.renderers import get_renderer
 from tinker_cookbook.renderers.base import Message, Renderer, get_text_content
 from tinker_cookbook.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, StepResult
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-from helpers.harbor_task import HarborTaskDir, load_harbor_task
+from helpers.harbor_task import HarborTaskDir, load_harbor_task, run_verifier
 
 logger = logging.getLogger(__name__)
 
@@ -96,15 +96,14 @@ class ShellTaskEnv(Env):
             metrics["command_exit_code"] = result.exit_code
             metrics["command_timed_out"] = float(bool(result.metrics.get("timed_out")))
             logs.update(script=script, stdout=result.stdout, stderr=result.stderr)
-        # The cookbook's Harbor grader: upload tests/, run test.sh, read /logs/verifier.
-        grader = HarborReward(self.task.tests_dir, self.sandbox, self.grader_timeout)
-        reward, grade_metrics = await grader([message])
+        verdict = await run_verifier(self.sandbox, self.task, self.grader_timeout)
+        logs["verifier"] = verdict.output[:MAX_COMMAND_OUTPUT_BYTES]
         return StepResult(
-            reward=reward,
+            reward=verdict.reward,
             episode_done=True,
             next_observation=tinker.ModelInput.empty(),
             next_stop_condition=self.renderer.get_stop_sequences(),
-            metrics={**metrics, **grade_metrics},
+            metrics={**metrics, **verdict.metrics},
             logs=logs,
         )
 

@@ -1,14 +1,16 @@
 """The local sandbox contains what model-written commands do, and the shell-task env grades with it.
 
-Every process a test starts in a sandbox carries a unique marker (in its command line or
-its environment), so a psutil scan of the whole machine can prove none survives.
+(Hostile commands aimed at the host's environment, the grader and the sandbox's totals are
+in test_sandbox_hostile.py.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import multiprocessing
+import os
 import pickle
 import socket
 import subprocess
@@ -22,6 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 import tinker
+from sandbox_probes import ENV_DIR, MARKER_VARIABLE, TASK_DIR, processes_with, run
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
@@ -41,31 +44,10 @@ from local_stack.sandbox import (
     isolation,
     local_sandbox_factory,
 )
-from local_stack.sandbox.local_sandbox import OUTPUT_CEILING_BYTES
+from local_stack.sandbox.enclosure import totals_problem
+from local_stack.sandbox.process import OUTPUT_CEILING_BYTES
 
-TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "sum_numbers"
-ENV_DIR = TASK_DIR / "environment"
 SLACK_SECONDS = 2.0
-MARKER_VARIABLE = "SANDBOX_TEST_MARKER"
-
-
-def run(coroutine: Awaitable[object]) -> object:
-    return asyncio.run(coroutine)  # type: ignore[arg-type]
-
-
-def processes_with(marker: str) -> list[psutil.Process]:
-    """Every live process on the machine whose command line or environment holds `marker`."""
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if (
-                marker in " ".join(process.cmdline())
-                or process.environ().get(MARKER_VARIABLE) == marker
-            ):
-                found.append(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
 
 
 def assert_machine_unaffected(available_before: int) -> None:
@@ -236,7 +218,7 @@ def test_a_background_process_does_not_survive() -> None:
 
 
 def test_memory_and_file_size_limits_apply() -> None:
-    limits = ResourceLimits(memory_bytes=512 << 20, file_size_bytes=1 << 20)
+    limits = ResourceLimits(address_space_bytes=512 << 20, file_size_bytes=1 << 20)
     memory = run(run_contained("python3 -c 'bytearray(1 << 30)'", timeout=10, limits=limits))
     assert memory.exit_code != 0 and "MemoryError" in memory.stderr
     size = run(
@@ -457,3 +439,33 @@ def test_sequential_creation_pays_every_boot_and_concurrent_creation_pays_one() 
     assert sequential >= 4 * boot
     # Concurrent creation saves three of the four boots, give or take the uploads' timing.
     assert sequential - concurrent >= 2 * boot
+
+
+def test_without_root_the_totals_give_way_to_per_process_limits_with_a_warning(
+    monkeypatch, caplog
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # as an ordinary user sees it
+    totals_problem.cache_clear()
+
+    async def as_a_user() -> tuple[object, LocalSandbox]:
+        sandbox = await local_sandbox_factory(ENV_DIR, 60)
+        try:
+            return await sandbox.run_command("echo hi > x && cat x"), sandbox
+        finally:
+            await sandbox.cleanup()
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            result, sandbox = run(as_a_user())
+    finally:
+        totals_problem.cache_clear()
+    assert result.stdout == "hi\n"
+    assert not sandbox.totals_enforced and sandbox.memory_peak_bytes() is None
+    assert "not each sandbox as a whole: the training process is not root" in caplog.text
+    assert not sandbox.host_dir.exists()
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "1G"])
+def test_a_limit_must_be_a_positive_integer(value: object) -> None:
+    with pytest.raises(ValueError, match=r"^ResourceLimits.memory_bytes must be an integer >= 1"):
+        ResourceLimits(memory_bytes=value)

@@ -1,17 +1,23 @@
-"""The bubblewrap command line that isolates one sandboxed command, and the check that it works.
+"""The command line that isolates one sandboxed command, and the check that it works.
 
 Every command gets fresh user, PID, network, IPC and UTS namespaces: it sees only
 loopback (not the host's), cannot signal anything outside, and when its first process
 exits the kernel kills whatever it left behind. The filesystem is the host's system
 directories read-only, plus a few writable directories that belong to one sandbox.
 
+Nothing of the training process's environment crosses over: bubblewrap itself is started
+with only `SANDBOX_ENV`, because its own process inside the sandbox (PID 1 there) keeps the
+environment it was started with, and any command can read it from `/proc/1/environ`.
+
 When the training process runs as root, commands run as an unused uid picked per
-sandbox: a process-count limit does not apply to root, and a uid that owns nothing
-cannot write the host's files even if it got past the read-only mounts.
+sandbox: a process-count limit does not apply to root, a limit on that uid counts every
+process of the sandbox, and a uid that owns nothing cannot write the host's files even if
+it got past the read-only mounts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import posixpath
@@ -32,6 +38,7 @@ _RESERVED_TOP_LEVEL = frozenset(
 )
 _UNUSED_UID_RANGE = (1_000_000_000, 2_000_000_000)
 
+# The whole environment of every process in a sandbox, bubblewrap's own included.
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
     "HOME": "/root",
@@ -42,23 +49,46 @@ SANDBOX_ENV = {
 
 @dataclass(frozen=True)
 class ResourceLimits:
-    """Per-process rlimits inside the sandbox, applied by `prlimit` before the command starts.
+    """What one sandbox may use.
 
-    `max_processes` counts processes in the sandbox's own user namespace, so a fork bomb
-    stalls at that many instead of filling the machine. There is no disk quota: each file
-    is capped at `file_size_bytes`, but a command may write many files.
+    For the sandbox as a whole, all its commands and their processes together:
+    - `memory_bytes`: the memory of its processes plus the files it wrote (they live in
+      memory), a memory cgroup; past it the kernel kills a process of the sandbox.
+    - `disk_bytes`, `disk_files`: what its writable directories hold (a tmpfs of that
+      size); writes past them fail with "No space left on device".
+    - `max_processes`: processes and threads alive at once, bubblewrap's two per running
+      command included (a limit on the sandbox's own uid); forks past it fail with
+      "Resource temporarily unavailable".
+    For each process: `cpu_seconds` of CPU time, `address_space_bytes` of virtual memory
+    (a large allocation fails with MemoryError before the cgroup's killer is needed), and
+    `file_size_bytes` per file.
+
+    The totals need root (see `local_stack.sandbox.totals`). Without it they do not
+    hold: processes are counted per command, memory per process, and there is no disk quota.
     """
 
-    cpu_seconds: int = 60
     memory_bytes: int = 1 << 30
-    file_size_bytes: int = 64 << 20
+    disk_bytes: int = 256 << 20
+    disk_files: int = 16_384
     max_processes: int = 128
+    cpu_seconds: int = 60
+    address_space_bytes: int = 1 << 30
+    file_size_bytes: int = 64 << 20
+
+    def __post_init__(self) -> None:
+        for limit in dataclasses.fields(self):
+            value = getattr(self, limit.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"ResourceLimits.{limit.name} must be an integer >= 1, not {value!r}"
+                )
 
     def prlimit_argv(self) -> list[str]:
+        """The per-process limits, set inside the sandbox just before the command starts."""
         return [
             "prlimit",
             f"--cpu={self.cpu_seconds}",
-            f"--as={self.memory_bytes}",
+            f"--as={self.address_space_bytes}",
             f"--fsize={self.file_size_bytes}",
             f"--nproc={self.max_processes}",
             "--core=0",
@@ -78,10 +108,26 @@ class SandboxIdentity:
             return cls(uid=None)
         return cls(uid=secrets.SystemRandom().randrange(*_UNUSED_UID_RANGE))
 
-    def popen_kwargs(self) -> dict[str, object]:
+    def launch_argv(self, limits: ResourceLimits) -> list[str]:
+        """What starts bubblewrap as this identity.
+
+        With its own uid, the process limit is set before bubblewrap creates the user
+        namespace, so the kernel checks it against every process of that uid, which is
+        every process of this sandbox, across all its commands.
+        """
         if self.uid is None:
-            return {}
-        return {"user": self.uid, "group": self.uid, "extra_groups": []}
+            return []
+        uid = str(self.uid)
+        return [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--",
+            "prlimit",
+            f"--nproc={limits.max_processes}",
+            "--",
+        ]
 
     def give(self, path: Path) -> None:
         """Hand a host directory to the sandbox's uid so its processes can write there."""
@@ -120,9 +166,8 @@ def sandbox_argv(
     limits: ResourceLimits,
     info_fd: int | None = None,
 ) -> list[str]:
-    """The argv that runs `command` isolated; `writable` maps inside paths to host directories.
-
-    With `info_fd`, bubblewrap writes the host PID of the namespace's init there as JSON.
+    """The bubblewrap argv that runs `command` isolated; `writable` maps inside paths to host
+    directories. With `info_fd`, bubblewrap writes the host PID of the namespace's init there.
     """
     argv = ["bwrap"] if info_fd is None else ["bwrap", "--info-fd", str(info_fd)]
     argv += [
@@ -160,18 +205,16 @@ def isolation_problem() -> str | None:
     unprivileged user namespaces or an old bubblewrap is caught before any
     model-written command runs.
     """
-    for tool, package in (("bwrap", "bubblewrap"), ("prlimit", "util-linux")):
+    for tool in ("bwrap", "prlimit", "setpriv"):
         if shutil.which(tool) is None:
+            package = "bubblewrap" if tool == "bwrap" else "util-linux"
             return f"`{tool}` is not installed (apt-get install {package})"
-    argv = sandbox_argv(["true"], writable={}, cwd="/", limits=ResourceLimits())
+    limits = ResourceLimits()
+    argv = SandboxIdentity.pick().launch_argv(limits) + sandbox_argv(
+        ["true"], writable={}, cwd="/", limits=limits
+    )
     try:
-        probe = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            **SandboxIdentity.pick().popen_kwargs(),
-        )
+        probe = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=SANDBOX_ENV)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap could not start ({exc})"
     if probe.returncode != 0:

@@ -3,15 +3,14 @@
 # /logs/verifier/reward.txt. The expected sum lives here, not next to the input, so a
 # policy that rewrites numbers.txt cannot change the answer it is graded against.
 # Keep it equal to the sum of environment/numbers.txt (tests/test_sandbox.py checks).
+# The course's grader (helpers.harbor_task.run_verifier) runs this in an emptied
+# /logs/verifier and counts only a reward this script wrote.
 EXPECTED_SUM=1827
-
 REWARD_FILE=/logs/verifier/reward.txt
-mkdir -p "$(dirname "$REWARD_FILE")"
-# Written first, so a stale reward left by the policy never survives a failed check.
-echo 0 > "$REWARD_FILE"
 
 if [ ! -f /app/sum.txt ]; then
     echo "FAIL: /app/sum.txt does not exist"
+    echo 0 > "$REWARD_FILE"
     exit 1
 fi
 
@@ -21,5 +20,6 @@ if [ "$actual" = "$EXPECTED_SUM" ]; then
     echo 1 > "$REWARD_FILE"
 else
     echo "FAIL: expected $EXPECTED_SUM, got '$actual'"
+    echo 0 > "$REWARD_FILE"
     exit 1
 fi

@@ -1,0 +1,86 @@
+"""Where notebook 04's sandboxes come from: Sailboxes without network, or the local sandbox.
+
+The guide's factory, `functools.partial(sail.tinker_sandbox_factory, size="s")`, creates
+each Sailbox without an egress policy, and a Sailbox created without one can reach every
+host (`sail.EgressPolicy.allow_all`). A model-written command could then download
+anything, reach your services, or send out whatever it found. `sailbox_factory` is the
+same factory with the Sailbox created under `sail.EgressPolicy.no_network()`, or
+`allow_only(...)` the hosts a task names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import sail
+
+# The guide factory's own steps, reused so that image choice, naming and the cancel-safe
+# create stay exactly as `sail.tinker_sandbox_factory` does them (sail 0.17.1).
+from sail.sailbox import _reclaimed_create
+from sail.tinker import _sandbox_name, _tinker_image
+from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface
+
+from helpers.params import check_backend
+
+SandboxFactory = Callable[[Path, int], Awaitable[SandboxInterface]]
+
+
+async def sailbox_factory(
+    env_dir: str | Path,
+    timeout_seconds: float | None = None,
+    *,
+    allowed_hosts: tuple[str, ...] = (),
+    app: str | None = None,
+    size: sail.SailboxSize = "s",
+    image_ref: str | None = None,
+    name_prefix: str = "tinker",
+) -> sail.TinkerSandbox:
+    """`sail.tinker_sandbox_factory` with the network closed, for model-written commands.
+
+    With no `allowed_hosts` the Sailbox has no network at all (no connections, no name
+    lookups); with some, it reaches only those. `timeout_seconds` is also the Sailbox's
+    `max_lifetime_seconds`, so Sail ends it, and any command still running, when the
+    budget is spent, even if this process is gone. Module-level, so a `functools.partial`
+    of it pickles into rollout workers.
+    """
+    env_dir = Path(env_dir)
+    policy = (
+        sail.EgressPolicy.allow_only(*allowed_hosts)
+        if allowed_hosts
+        else sail.EgressPolicy.no_network()
+    )
+    image = await _tinker_image(env_dir, image_ref)
+    app_obj = await sail.App.find.aio(
+        app or os.environ.get("SAIL_APP") or "tinker", mint_if_missing=True
+    )
+    create = sail.Sailbox.create.aio(
+        app=app_obj,
+        image=image,
+        name=_sandbox_name(name_prefix, env_dir.name),
+        size=size,
+        egress_policy=policy,
+        max_lifetime_seconds=None if timeout_seconds is None else math.ceil(timeout_seconds),
+    )
+    sailbox = await _reclaimed_create(asyncio.ensure_future(create))
+    return sail.TinkerSandbox(sailbox, timeout_seconds=timeout_seconds)
+
+
+def sandbox_factory(backend: str, *, simulated_boot_seconds: float = 0.0) -> SandboxFactory:
+    """The sandbox factory for `backend`, with the call shape the cookbook expects.
+
+    "cloud": `sailbox_factory` (size "s", no network). "local": the local stack's
+    bubblewrap sandbox, each creation first waiting `simulated_boot_seconds` to stand in
+    for a Sailbox's boot.
+    """
+    check_backend(backend)
+    if backend == "cloud":
+        return functools.partial(sailbox_factory, size="s")
+    # Imported here so the cloud path never loads the local stack.
+    from local_stack.sandbox import local_sandbox_factory
+
+    return functools.partial(local_sandbox_factory, startup_latency_seconds=simulated_boot_seconds)
