@@ -103,3 +103,54 @@ def check_training_params(
     check_int("seed", seed, 0)
     check_completion_window(completion_window)
     check_run_name(run_name)
+
+
+# Notebook 09's ranges. Sail's rule for LoRA names; counts of held-out problems up to the
+# smaller held-out set (the cloud's 200); max_tokens up to the model's context.
+LORA_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]")
+MAX_SHORT_RUN_STEPS = 10_000
+MAX_PARITY_PROBLEMS = 64
+MAX_TABLE_PROBLEMS = 200
+MAX_SEED = 2**32 - 1
+CONTEXT_TOKENS = {"local": 256, "cloud": 262_144}
+
+
+def check_shipping_params(
+    *,
+    backend: str,
+    run_name: str,
+    short_run_steps: int,
+    lora_name: str,
+    parity_problems: int,
+    table_problems: int,
+    max_tokens: int | None,
+    seed: int,
+    keep_on_sail: bool,
+) -> None:
+    """Every parameter of notebook 09, in the order its parameters cell lists them."""
+    check_backend(backend)
+    check_run_name(run_name)
+    check_in_range("short_run_steps", short_run_steps, 1, MAX_SHORT_RUN_STEPS)
+    if not isinstance(lora_name, str) or not LORA_NAME.fullmatch(lora_name):
+        raise CourseConfigError(
+            "lora_name must be 2-64 characters of a-z, 0-9 and '-', starting and ending with "
+            f"a letter or digit (Sail's rule for LoRA names), not {lora_name!r}."
+        )
+    check_in_range("parity_problems", parity_problems, 1, MAX_PARITY_PROBLEMS)
+    held_out = "the cloud backend has 200 held-out problems"
+    check_in_range("table_problems", table_problems, 1, MAX_TABLE_PROBLEMS, why=held_out)
+    if max_tokens is not None:
+        context = CONTEXT_TOKENS[backend]
+        check_in_range("max_tokens", max_tokens, 1, context, why=f"the {backend} model's context")
+    check_in_range("seed", seed, 0, MAX_SEED)
+    if not isinstance(keep_on_sail, bool):
+        raise CourseConfigError(f"keep_on_sail must be True or False, not {keep_on_sail!r}.")
+
+
+def check_in_range(name: str, value: object, low: int, high: int, why: str = "") -> None:
+    """`value` is an int (not a bool) from `low` to `high`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        reason = f" ({why})" if why else ""
+        raise CourseConfigError(
+            f"{name} must be a whole number from {low} to {high}{reason}, not {value!r}."
+        )
