@@ -89,7 +89,9 @@ class SailService:
         model_key, model = "base", self.base_model
         if request.lora is not None:
             adapter = await self._adapter(request)
-            model_key, model = f"lora:{id(adapter)}", adapter.model
+            # Keyed by the model itself: queued jobs hold it, so its id cannot be reused by
+            # another adapter while they wait (an evicted or deleted Adapter's could).
+            model_key, model = f"lora:{id(adapter.model)}", adapter.model
         fault = self.knobs.draw_fault(self.fault_rng)
         job = None
         if fault not in ENDING_FAULTS:
