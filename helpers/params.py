@@ -247,3 +247,39 @@ def check_sandbox_params(
     check_number("simulated_boot_seconds", simulated_boot_seconds, 0.0, MAX_BOOT_SECONDS)
     check_max_tokens(max_tokens, "cloud", none_ok=False)
     check_temperature(temperature)
+
+
+# Notebook 09's own limits. Sail's rule for LoRA names; the tables stay readable.
+LORA_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]")
+MAX_PARITY_PROBLEMS = 64
+MAX_TABLE_PROBLEMS = HELD_OUT_PROBLEMS["cloud"]
+
+
+def check_shipping_params(
+    *,
+    backend: str,
+    run_name: str,
+    short_run_steps: int,
+    lora_name: str,
+    parity_problems: int,
+    table_problems: int,
+    max_tokens: int | None,
+    seed: int,
+    keep_on_sail: bool,
+) -> None:
+    """Every parameter of notebook 09, in the order its parameters cell lists them."""
+    check_backend(backend)
+    check_run_name(run_name)
+    check_whole_number("short_run_steps", short_run_steps, 1, MAX_STEPS)
+    if not isinstance(lora_name, str) or not LORA_NAME.fullmatch(lora_name):
+        raise CourseConfigError(
+            "lora_name must be 2-64 characters of a-z, 0-9 and '-', starting and ending with "
+            f"a letter or digit (Sail's rule for LoRA names), not {lora_name!r}."
+        )
+    check_whole_number("parity_problems", parity_problems, 1, MAX_PARITY_PROBLEMS)
+    # At most the cloud's 200 held-out problems, on either backend: the table stays readable.
+    check_whole_number("table_problems", table_problems, 1, MAX_TABLE_PROBLEMS)
+    check_max_tokens(max_tokens, backend)
+    check_whole_number("seed", seed, 0, MAX_SEED)
+    if not isinstance(keep_on_sail, bool):
+        raise CourseConfigError(f"keep_on_sail must be True or False, not {keep_on_sail!r}.")

@@ -25,12 +25,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class ApiError(Exception):
-    """A request the service refuses: `status` (4xx) and a message for the client."""
+    """A request the service refuses: `status` (4xx), a message, and optionally the
+    parameter at fault and a machine-readable `code`."""
 
-    def __init__(self, message: str, *, status: int = 400, param: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.param = param
+        self.code = code
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,10 @@ REFUSED_OPTIONS = (
     "use_dora",
 )
 _PARAM = "metadata.lora"
+# Codes an uploaded LoRA's failed validation reports (`result_code`).
+INVALID_CONFIG = "invalid_adapter_config"
+INVALID_RANK = "invalid_rank"
+ADAPTER_LOAD_FAILED = "adapter_load_failed"
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -94,7 +98,7 @@ class AdapterCache:
     async def _load(self, source: str, archive: Archive) -> Adapter:
         async with self._slots:
             files, config = await asyncio.to_thread(_unpack_and_check, archive.data)
-        return Adapter(source, archive.digest, config, await run_compute(_apply_adapter, files))
+        return Adapter(source, archive.digest, config, await run_compute(apply_adapter, files))
 
 
 async def _shared(tasks: dict[K, asyncio.Task[V]], key: K, start: Callable[[], Awaitable[V]]) -> V:
@@ -111,24 +115,37 @@ async def _shared(tasks: dict[K, asyncio.Task[V]], key: K, start: Callable[[], A
 def _unpack_and_check(archive: bytes) -> tuple[dict[str, bytes], dict[str, Any]]:
     """Blocking: the archive's two files and its parsed, checked adapter config."""
     files = read_adapter_archive(archive)
-    raw = files["adapter_config.json"]
+    return files, parse_adapter_config(files["adapter_config.json"])
+
+
+def parse_adapter_config(raw: bytes, param: str = _PARAM) -> dict[str, Any]:
+    """An adapter_config.json's bytes, parsed and checked (`check_lora_config`), or a 4xx
+    naming `param`. Errors carry a `code`: uploaded LoRAs report it when validation fails."""
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ApiError(f"adapter_config.json is over {MAX_CONFIG_BYTES} bytes", param=_PARAM)
+        raise ApiError(
+            f"adapter_config.json is over {MAX_CONFIG_BYTES} bytes",
+            param=param,
+            code=INVALID_CONFIG,
+        )
     try:
         config = strict_json(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        raise ApiError("adapter_config.json is not UTF-8", param=_PARAM) from None
+        raise ApiError(
+            "adapter_config.json is not UTF-8", param=param, code=INVALID_CONFIG
+        ) from None
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise ApiError(f"adapter_config.json is not JSON: {exc}", param=_PARAM) from None
-    check_lora_config(config)
-    return files, config
+        raise ApiError(
+            f"adapter_config.json is not JSON: {exc}", param=param, code=INVALID_CONFIG
+        ) from None
+    check_lora_config(config, param)
+    return config
 
 
-def check_lora_config(config: Any) -> None:
+def check_lora_config(config: Any, param: str = _PARAM) -> None:
     """Refuse an adapter config this model cannot take, before PEFT allocates anything."""
 
-    def refuse(problem: str) -> ApiError:
-        return ApiError(f"the adapter's adapter_config.json {problem}", param=_PARAM)
+    def refuse(problem: str, code: str = INVALID_CONFIG) -> ApiError:
+        return ApiError(f"the adapter's adapter_config.json {problem}", param=param, code=code)
 
     if not isinstance(config, dict):
         raise refuse("is not a JSON object")
@@ -139,7 +156,9 @@ def check_lora_config(config: Any) -> None:
         raise refuse("has a rank_pattern or alpha_pattern that is not an object")
     ranks = [config.get("r"), *patterns["rank_pattern"].values()]
     if not all(_is_rank(r) for r in ranks):
-        raise refuse(f"has rank {ranks}; ranks must be integers from 1 to {MAX_LORA_RANK}")
+        raise refuse(
+            f"has rank {ranks}; ranks must be integers from 1 to {MAX_LORA_RANK}", INVALID_RANK
+        )
     alphas = [config.get("lora_alpha"), *patterns["alpha_pattern"].values()]
     if not all(is_finite_number(alpha) for alpha in alphas):
         raise refuse(f"has lora_alpha {alphas}; it must be a finite number")
@@ -184,8 +203,10 @@ def _normalized(value: Any) -> Any:
     return value
 
 
-def _apply_adapter(files: dict[str, bytes]) -> torch.nn.Module:
-    """A fresh base model with the adapter loaded by PEFT itself, left un-merged (exact)."""
+def apply_adapter(files: dict[str, bytes], param: str = _PARAM) -> torch.nn.Module:
+    """A fresh base model with the adapter loaded by PEFT itself, left un-merged (exact).
+
+    Blocking torch work: call it on the compute thread."""
     base, _ = load_base_model()
     with tempfile.TemporaryDirectory() as tmp:
         for name, content in files.items():
@@ -194,6 +215,8 @@ def _apply_adapter(files: dict[str, bytes]) -> torch.nn.Module:
             model = peft.PeftModel.from_pretrained(base, tmp, is_trainable=False)
         except Exception as exc:  # PEFT raises many types for an adapter that does not fit
             raise ApiError(
-                f"the LoRA adapter does not fit the base model: {exc}", param=_PARAM
+                f"the LoRA adapter does not fit the base model: {exc}",
+                param=param,
+                code=ADAPTER_LOAD_FAILED,
             ) from None
     return model.eval()

@@ -42,6 +42,13 @@ class LoraSource:
 
 
 @dataclass(frozen=True)
+class NamedLora:
+    """A LoRA uploaded to Sail (`POST /v1/loras`), named by its name or id."""
+
+    name_or_id: str
+
+
+@dataclass(frozen=True)
 class SamplingRequest:
     """A create body, checked: real prompt ids, sampling parameters (compact stop ids)."""
 
@@ -49,7 +56,7 @@ class SamplingRequest:
     prompt: list[int]
     params: SamplingParams
     metadata: dict[str, str]
-    lora: LoraSource | None
+    lora: LoraSource | NamedLora | None
     include_logprobs: bool
     background: bool
 
@@ -159,11 +166,14 @@ def _metadata(value: Any) -> dict[str, str]:
     return metadata
 
 
-def _lora(metadata: dict[str, str]) -> LoraSource | None:
-    """The adapter named by `metadata.lora` (a URL: uploaded LoRAs are not emulated)."""
+def _lora(metadata: dict[str, str]) -> LoraSource | NamedLora | None:
+    """The adapter `metadata.lora` names: a Tinker archive URL (with its adapter config) or,
+    when it is no URL, the name or id of an uploaded LoRA (`local_stack.sail.loras`)."""
     url = metadata.get("lora")
     if not url:
         return None
+    if "://" not in url:
+        return NamedLora(url)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ApiError(f"metadata.lora must be an http(s) URL, got {url!r}", param="metadata.lora")

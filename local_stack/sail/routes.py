@@ -1,4 +1,8 @@
-"""HTTP for the Sail emulation: `POST /v1/responses` and `GET /v1/responses/{id}`.
+"""HTTP for the Sail emulation: responses, and the files and named LoRAs they can sample with.
+
+    POST /v1/responses, GET /v1/responses/{id}             sampling (`sail.SailTokenCompleter`)
+    POST /v1/files, GET /v1/files[/{id}], DELETE ...{id}  adapter files (`files`)
+    POST /v1/loras, GET /v1/loras[/{name}], DELETE ...    named LoRAs (`loras`)
 
 A sub-app mounted at `/v1`. Its middleware (`local_stack.http`) checks the Bearer key and
 turns every `ApiError` into Sail's error body; the handlers only read the body, hand it to
@@ -16,11 +20,14 @@ from local_stack.config import SAIL_API_KEY
 from local_stack.control.knobs import Knobs
 from local_stack.engine.compute import run_compute
 from local_stack.http import ApiError, ServiceStyle, bearer_key, read_json, service_app
+from local_stack.sail.files import read_upload
+from local_stack.sail.loras import parse_create_body
 from local_stack.sail.requests import parse_sampling_request
 from local_stack.sail.service import SailService
 
 # A create body is a prompt of at most a few hundred ids and some metadata.
 MAX_BODY_BYTES = 1024**2
+MAX_LORA_BODY_BYTES = 64 * 1024  # a name, model ids and two file ids
 
 SERVICE = web.AppKey("sail_service", SailService)
 KNOBS = web.AppKey("sail_knobs", Knobs)
@@ -30,7 +37,7 @@ def _error_body(error: ApiError) -> dict:
     kind = "authentication_error" if error.status == 401 else "invalid_request_error"
     if error.status >= 500:
         kind = "server_error"
-    code = "invalid_api_key" if error.status == 401 else None
+    code = "invalid_api_key" if error.status == 401 else error.code
     return {"error": {"message": str(error), "type": kind, "param": error.param, "code": code}}
 
 
@@ -51,6 +58,14 @@ def sail_app(knobs: Knobs) -> web.Application:
     app[KNOBS] = knobs
     app.router.add_post("/responses", create_response)
     app.router.add_get("/responses/{id}", retrieve_response)
+    app.router.add_post("/files", upload_file)
+    app.router.add_get("/files", list_files)
+    app.router.add_get("/files/{id}", retrieve_file)
+    app.router.add_delete("/files/{id}", delete_file)
+    app.router.add_post("/loras", create_lora)
+    app.router.add_get("/loras", list_loras)
+    app.router.add_get("/loras/{name}", retrieve_lora)
+    app.router.add_delete("/loras/{name}", delete_lora)
     app.on_startup.append(_start_service)
     app.on_cleanup.append(_stop_service)
     return app
@@ -61,7 +76,7 @@ async def _start_service(app: web.Application) -> None:
 
 
 async def _stop_service(app: web.Application) -> None:
-    await app[SERVICE].batcher.close()
+    await app[SERVICE].close()
 
 
 async def create_response(request: web.Request) -> web.Response:
@@ -84,3 +99,38 @@ async def retrieve_response(request: web.Request) -> web.Response:
     if body["status"] != "in_progress" and stored.fault == "malformed":
         return web.Response(text=json.dumps(body)[:40], content_type="application/json")
     return web.json_response(body)
+
+
+async def upload_file(request: web.Request) -> web.Response:
+    filename, purpose, data = await read_upload(request)
+    return web.json_response(request.app[SERVICE].files.add(filename, purpose, data).body())
+
+
+async def list_files(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SERVICE].files.listing())
+
+
+async def retrieve_file(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SERVICE].files.get(request.match_info["id"]).body())
+
+
+async def delete_file(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SERVICE].files.delete(request.match_info["id"]))
+
+
+async def create_lora(request: web.Request) -> web.Response:
+    loras = request.app[SERVICE].loras
+    body = await read_json(request, max_bytes=MAX_LORA_BODY_BYTES, json_type_only=True)
+    return web.json_response(loras.create(parse_create_body(body, loras.known_models)).body())
+
+
+async def list_loras(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SERVICE].loras.listing())
+
+
+async def retrieve_lora(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SERVICE].loras.find(request.match_info["name"]).body())
+
+
+async def delete_lora(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SERVICE].loras.delete(request.match_info["name"]))

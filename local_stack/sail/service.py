@@ -18,11 +18,13 @@ import torch
 
 from helpers.kimi import offline_kimi_tokenizer
 from local_stack.control.knobs import Knobs
-from local_stack.engine.model import load_base_model
+from local_stack.engine.model import BASE_MODEL_NAME, load_base_model
 from local_stack.sail import wire
-from local_stack.sail.adapters import AdapterCache
+from local_stack.sail.adapters import Adapter, AdapterCache
 from local_stack.sail.batcher import Batcher, Job
-from local_stack.sail.requests import SamplingRequest
+from local_stack.sail.files import FileStore
+from local_stack.sail.loras import LoraRegistry
+from local_stack.sail.requests import NamedLora, SamplingRequest
 
 # How long a GET waits for its response to finish before answering `in_progress`. The SDK
 # sleeps 20 s after any `in_progress`, so holding the GET is far cheaper; a batch of 64
@@ -65,6 +67,8 @@ class SailService:
         self.fault_rng = random.Random(knobs.seed)
         self.batcher = Batcher(torch.Generator().manual_seed(knobs.seed))
         self.adapters = AdapterCache()
+        self.files = FileStore()
+        self.loras = LoraRegistry(self.files, (BASE_MODEL_NAME,))
         self.responses: dict[str, StoredResponse] = {}
         knobs.on_reseed(self.reseed)
 
@@ -76,12 +80,18 @@ class SailService:
     def stats(self) -> dict[str, int]:
         return dict(self.batcher.stats)
 
+    async def close(self) -> None:
+        await self.loras.close()
+        await self.batcher.close()
+
     async def create(self, request: SamplingRequest) -> StoredResponse:
         """Accept a checked request: load its adapter, queue it for decoding."""
         model_key, model = "base", self.base_model
         if request.lora is not None:
-            adapter = await self.adapters.get(request.lora)
-            model_key, model = f"lora:{id(adapter)}", adapter.model
+            adapter = await self._adapter(request)
+            # Keyed by the model itself: queued jobs hold it, so its id cannot be reused by
+            # another adapter while they wait (an evicted or deleted Adapter's could).
+            model_key, model = f"lora:{id(adapter.model)}", adapter.model
         fault = self.knobs.draw_fault(self.fault_rng)
         job = None
         if fault not in ENDING_FAULTS:
@@ -106,6 +116,12 @@ class SailService:
 
     def queued_body(self, stored: StoredResponse) -> dict[str, Any]:
         return wire.pending(stored.envelope(), "queued")
+
+    async def _adapter(self, request: SamplingRequest) -> Adapter:
+        """An uploaded LoRA by name or id, or a Tinker archive by URL."""
+        if isinstance(request.lora, NamedLora):
+            return self.loras.adapter_for(request.lora.name_or_id, request.model)
+        return await self.adapters.get(request.lora)
 
     async def wait(self, stored: StoredResponse) -> dict[str, Any]:
         """The response's current body; waits up to LONG_POLL_SECONDS for it to finish.
