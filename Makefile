@@ -9,7 +9,7 @@ TORCH           ?= cpu
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 WHEELS          ?=
 # `make wheelhouse`: the folder, and optionally a laptop platform other than this one
-# (linux-x86_64, linux-aarch64, macos-arm64, windows-amd64) and its Python version.
+# (linux-x86_64, linux-aarch64, macos-arm64) and its Python version.
 WHEELHOUSE      ?= wheelhouse
 PLATFORM        ?=
 PYTHON_VERSION  ?=

@@ -10,7 +10,7 @@ that pull several GB of NVIDIA libraries, and the course needs only the CPU buil
 PyTorch publishes on its own wheel index. That index is asked for torch alone, and only when
 pip cannot find the pinned torch offline first (already installed, or a wheel in the folders
 pip is configured to look in), so a machine that has the wheel never waits on that index.
-macOS and Windows get CPU builds from the package index as it is.
+macOS gets a CPU build from the package index as it is.
 """
 
 from __future__ import annotations
@@ -36,16 +36,16 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PROBE_TIMEOUT_S = 10
 
 # Wheelhouses for a room whose laptops differ from the instructor's: pip's platform tags per
-# name. Linux wheels carry one of several manylinux tags (glibc 2.17 to 2.28, what torch needs);
-# pip widens a macOS tag to the older macOS versions by itself.
+# name (Windows laptops run the course in WSL2, which is Linux). Linux wheels carry one of
+# several manylinux tags (glibc 2.17 up to torch's 2.28); pip widens a macOS tag to the older
+# macOS versions by itself.
 _MANYLINUX = [f"manylinux_2_{minor}" for minor in range(28, 16, -1)] + ["manylinux2014"]
 PLATFORMS = {
     "linux-x86_64": [f"{tag}_x86_64" for tag in _MANYLINUX],
     "linux-aarch64": [f"{tag}_aarch64" for tag in _MANYLINUX],
     "macos-arm64": ["macosx_14_0_arm64"],
-    "windows-amd64": ["win_amd64"],
 }
-SYSTEMS = {"linux": "Linux", "macos": "Darwin", "windows": "Windows"}  # platform.system()'s names
+SYSTEMS = {"linux": "Linux", "macos": "Darwin"}  # platform.system()'s names
 
 
 @dataclass(frozen=True)
