@@ -22,6 +22,7 @@ if sys.version_info < (3, 11):  # noqa: UP036
     sys.exit(f"The course needs Python 3.11 or newer; this is Python {sys.version.split()[0]}.")
 
 import argparse
+import json
 import platform
 import shlex
 import subprocess
@@ -34,18 +35,30 @@ ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "requirements.txt"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PROBE_TIMEOUT_S = 10
+PIP = (sys.executable, "-m", "pip")
 
-# Wheelhouses for a room whose laptops differ from the instructor's: pip's platform tags per
-# name (Windows laptops run the course in WSL2, which is Linux). Linux wheels carry one of
-# several manylinux tags (glibc 2.17 up to torch's 2.28); pip widens a macOS tag to the older
-# macOS versions by itself.
+# Wheelhouses for a room whose laptops differ from the instructor's (Windows laptops run the
+# course in WSL2, which is Linux): pip's platform tags, and the values dependency markers see.
+# Linux wheels carry one of several manylinux tags (glibc 2.17 up to torch's 2.28); pip widens
+# a macOS tag to the older macOS versions by itself.
 _MANYLINUX = [f"manylinux_2_{minor}" for minor in range(28, 16, -1)] + ["manylinux2014"]
+
+
+@dataclass(frozen=True)
+class Target:
+    tags: list[str]
+    markers: dict[str, str]
+
+
+def _on(system: str, machine: str) -> dict[str, str]:
+    return {"sys_platform": system.lower(), "platform_system": system, "platform_machine": machine}
+
+
 PLATFORMS = {
-    "linux-x86_64": [f"{tag}_x86_64" for tag in _MANYLINUX],
-    "linux-aarch64": [f"{tag}_aarch64" for tag in _MANYLINUX],
-    "macos-arm64": ["macosx_14_0_arm64"],
+    "linux-x86_64": Target([f"{tag}_x86_64" for tag in _MANYLINUX], _on("Linux", "x86_64")),
+    "linux-aarch64": Target([f"{tag}_aarch64" for tag in _MANYLINUX], _on("Linux", "aarch64")),
+    "macos-arm64": Target(["macosx_14_0_arm64"], _on("Darwin", "arm64")),
 }
-SYSTEMS = {"linux": "Linux", "macos": "Darwin"}  # platform.system()'s names
 
 
 @dataclass(frozen=True)
@@ -131,21 +144,35 @@ def unreachable(index: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
         return str(getattr(error, "reason", error))
 
 
-def _pip(args: tuple[str, ...], quiet_failure: bool = False) -> bool:
-    print("+ pip " + shlex.join(args), flush=True)
-    done = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=quiet_failure)
-    return done.returncode == 0
+def pip_for(target: Target | None, python_version: str | None) -> tuple[str, ...]:
+    """pip, evaluating dependency markers for `target` and `python_version` where given."""
+    markers = dict(target.markers) if target else {}
+    if python_version:
+        markers.update(python_version=python_version, python_full_version=f"{python_version}.0")
+    if not markers:
+        return PIP
+    return (sys.executable, str(ROOT / "scripts" / "pip_as_platform.py"), json.dumps(markers))
 
 
-def run(steps: list[Step], dry_run: bool) -> int:
+def _shown(pip: tuple[str, ...], args: tuple[str, ...]) -> str:
+    shown = ["pip"] if pip == PIP else [Path(pip[1]).name, *pip[2:]]
+    return shlex.join([*shown, *args])
+
+
+def _pip(pip: tuple[str, ...], args: tuple[str, ...], quiet_failure: bool = False) -> bool:
+    print("+ " + _shown(pip, args), flush=True)
+    return subprocess.run([*pip, *args], capture_output=quiet_failure).returncode == 0
+
+
+def run(steps: list[Step], dry_run: bool, pip: tuple[str, ...] = PIP) -> int:
     for step in steps:
         if dry_run:
-            print("pip " + shlex.join(step.pip))
+            print(_shown(pip, step.pip))
             if step.fallback:
-                print(f"  if that fails: pip {shlex.join(step.fallback)}")
+                print(f"  if that fails: {_shown(pip, step.fallback)}")
             continue
         # The offline attempt's "no matching distribution" is expected; the fallback speaks.
-        if _pip(step.pip, quiet_failure=bool(step.fallback)):
+        if _pip(pip, step.pip, quiet_failure=bool(step.fallback)):
             continue
         if not step.fallback:
             return 1
@@ -159,7 +186,7 @@ def run(steps: list[Step], dry_run: bool) -> int:
                 file=sys.stderr,
             )
             return 1
-        if not _pip(step.fallback):
+        if not _pip(pip, step.fallback):
             return 1
     return 0
 
@@ -193,12 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         return run(steps, args.dry_run)
 
     folder = Path(args.folder).resolve()
-    system = SYSTEMS[args.platform.split("-")[0]] if args.platform else platform.system()
-    tags = PLATFORMS[args.platform] if args.platform else []
+    target = PLATFORMS[args.platform] if args.platform else None
+    system = target.markers["platform_system"] if target else platform.system()
+    tags = target.tags if target else []
     steps = wheelhouse_steps(
         str(folder), system, args.torch, tags, args.python_version, args.cpu_index
     )
-    status = run(steps, args.dry_run)
+    status = run(steps, args.dry_run, pip_for(target, args.python_version))
     if status == 0 and not args.dry_run:
         print(_summary(folder))
     return status

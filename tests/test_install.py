@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,10 @@ def test_wheelhouse_for_this_machine_fetches_the_cpu_torch_first(tmp_path: Path)
 
 def test_wheelhouse_for_a_named_platform(tmp_path: Path) -> None:
     mac = _planned("wheelhouse", f"WHEELHOUSE={tmp_path}", "PLATFORM=macos-arm64")
-    assert len(mac) == 2 and all("--platform macosx_14_0_arm64 " in line for line in mac)
+    assert len(mac) == 2  # no CPU index: the package index's macOS torch is a CPU build
+    for line in mac:
+        assert line.startswith('pip_as_platform.py \'{"sys_platform": "darwin", ')
+        assert "--platform macosx_14_0_arm64 " in line
     linux = _planned(
         "wheelhouse", f"WHEELHOUSE={tmp_path}", "PLATFORM=linux-aarch64", "PYTHON_VERSION=3.12"
     )
@@ -117,6 +121,48 @@ def test_wheelhouse_for_a_named_platform(tmp_path: Path) -> None:
         assert "--platform manylinux_2_28_aarch64 " in line
         assert "--platform manylinux2014_aarch64 " in line
         assert "--python-version 3.12 " in line
+
+
+def _wheel(folder: Path, name: str, requires: tuple[str, ...] = ()) -> None:
+    """A pure-Python wheel that holds nothing but its metadata."""
+    info = f"{name}-1.0.dist-info"
+    files = {
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+        + "".join(f"Requires-Dist: {requirement}\n" for requirement in requires),
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+
+
+@pytest.mark.parametrize(
+    "platform_name, expected",
+    [("macos-arm64", {"app", "mac_only", "before_312"}), ("linux-aarch64", {"app", "linux_only"})],
+)
+def test_named_platform_wheelhouse_follows_that_platforms_markers(
+    tmp_path: Path, platform_name: str, expected: set[str]
+) -> None:
+    index, dest = tmp_path / "index", tmp_path / "dest"
+    index.mkdir()
+    markers = ('sys_platform == "darwin"', 'sys_platform == "linux"', 'python_version < "3.12"')
+    requires = tuple(f"{dep}; {marker}" for dep, marker in zip(REQUIRED, markers, strict=True))
+    _wheel(index, "app", requires)
+    for dep in REQUIRED:
+        _wheel(index, dep)
+    target = install.PLATFORMS[platform_name]
+    python_version = "3.11" if platform_name == "macos-arm64" else "3.12"
+    pip = install.pip_for(target, python_version)
+    args = ["download", "--quiet", "--no-index", "--find-links", str(index), "--dest", str(dest)]
+    args += [arg for tag in target.tags for arg in ("--platform", tag)]
+    args += ["--only-binary=:all:", "--python-version", python_version, "app"]
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # no find-links of this machine's
+    subprocess.run([*pip, *args], env=env, check=True, timeout=120)
+    assert {wheel.name.split("-")[0] for wheel in dest.iterdir()} == expected
+
+
+REQUIRED = ("mac_only", "linux_only", "before_312")
 
 
 def test_unreachable_cpu_index_fails_in_one_sentence(
