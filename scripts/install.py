@@ -180,9 +180,9 @@ def run(steps: list[Step], dry_run: bool, pip: tuple[str, ...] = PIP) -> int:
         if reason:
             print(
                 f"Cannot reach PyTorch's CPU wheel index {step.index} ({reason}), where Linux "
-                "gets torch without CUDA: retry online, install from a wheelhouse with "
-                "`make install WHEELS=folder`, or take the package index's CUDA build with "
-                "`make install TORCH=cuda`.",
+                "gets torch without CUDA: retry online, install from a wheelhouse "
+                "(`make install WHEELS=folder`), or take the package index's CUDA build "
+                "(`TORCH=cuda`).",
                 file=sys.stderr,
             )
             return 1
