@@ -6,7 +6,7 @@
     install.py [--dry-run] wheelhouse DIR [--torch cpu|cuda] [--platform NAME] [--python-version V]
 
 Why torch gets a step of its own: on Linux the package index's torch wheels are CUDA builds
-that pull several GB of NVIDIA libraries, and the course needs only the CPU build, which
+that bring NVIDIA's CUDA libraries with them, and the course needs only the CPU build, which
 PyTorch publishes on its own wheel index. That index is asked for torch alone, and only when
 pip cannot find the pinned torch offline first (already installed, or a wheel in the folders
 pip is configured to look in), so a machine that has the wheel never waits on that index.
@@ -125,7 +125,8 @@ def wheelhouse_steps(
     target = [arg for tag in tags for arg in ("--platform", tag)]
     if python_version:
         target += ["--python-version", python_version]
-    # --find-links folder: the torch wheel fetched first is the one the pins resolve to.
+    # --find-links folder: the pins resolve to the torch fetched first, since its local version
+    # (2.13.0+cpu) sorts above the package index's 2.13.0.
     get = ("download", "--quiet", "--only-binary=:all:", "--dest", folder, "--find-links", folder)
     get += tuple(target)
     steps = [Step((*get, *build_requirements()))]
@@ -148,6 +149,7 @@ def pip_for(target: Target | None, python_version: str | None) -> tuple[str, ...
     """pip, evaluating dependency markers for `target` and `python_version` where given."""
     markers = dict(target.markers) if target else {}
     if python_version:
+        # X.Y.0 stands for any X.Y: markers on patch releases are rare.
         markers.update(python_version=python_version, python_full_version=f"{python_version}.0")
     if not markers:
         return PIP
