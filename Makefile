@@ -2,20 +2,38 @@
 VENV   := .venv
 PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
+# How `make install` gets torch (see README, "Installing"): TORCH=cpu takes the CPU build, from
+# PyTorch's CPU wheel index on Linux; TORCH=cuda takes the package index's build (CUDA on Linux).
+# WHEELS=folder installs from a folder made by `make wheelhouse`, with no network at all.
+TORCH           ?= cpu
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+WHEELS          ?=
+# `make wheelhouse`: the folder, and optionally a laptop platform other than this one
+# (linux-x86_64, linux-aarch64, macos-arm64) and its Python version.
+WHEELHOUSE      ?= wheelhouse
+PLATFORM        ?=
+PYTHON_VERSION  ?=
+INSTALL := $(PYTHON) scripts/install.py --cpu-index $(TORCH_CPU_INDEX)
 export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
 
-.PHONY: run test lab bench lint install helpers
+.PHONY: run test lab bench lint install helpers wheelhouse
 
+## make install: .venv with the pinned packages and the course itself (editable)
 install: $(STAMP)
 
-$(STAMP): requirements.txt scripts/install_system_packages.sh
+$(PYTHON):
+	python3 -m venv $(VENV)
+
+$(STAMP): requirements.txt pyproject.toml scripts/install.py scripts/install_system_packages.sh | $(PYTHON)
 	scripts/install_system_packages.sh
-	test -x $(PYTHON) || python3 -m venv $(VENV)
-	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -r requirements.txt
+	$(INSTALL) install --torch $(TORCH) $(if $(WHEELS),--wheels $(WHEELS))
 	touch $@
+
+## make wheelhouse: every wheel `make install WHEELS=$(WHEELHOUSE)` needs, for offline installs
+wheelhouse: | $(PYTHON)
+	$(INSTALL) wheelhouse $(WHEELHOUSE) --torch $(TORCH) $(if $(PLATFORM),--platform $(PLATFORM)) $(if $(PYTHON_VERSION),--python-version $(PYTHON_VERSION))
 
 ## make run: execute every notebook on the local backend into runs/<timestamp>/
 run: $(STAMP)
