@@ -17,7 +17,7 @@ import sys
 import torch
 from aiohttp import web
 
-from local_stack import config
+from local_stack import config, idle
 from local_stack.sail import server as sail_server
 from local_stack.tinker import server as tinker_server
 
@@ -49,6 +49,7 @@ def serve(port: int, parent_pid: int | None) -> None:
     sock.bind((config.HOST, port))
     url = f"http://{config.HOST}:{sock.getsockname()[1]}"
     app = make_app(url)
+    idle.install(app, config.storage_dir())
     if parent_pid is not None:
         app.on_startup.append(lambda app: _watch_parent(app, parent_pid))
 

@@ -11,10 +11,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from local_stack.supervisor import stop_local_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -44,8 +47,9 @@ SMALL_PARAMETERS = {
 
 
 @pytest.fixture
-def run_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of one notebook run: its own runs/ and stack folders, fake keys set."""
+def run_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of one notebook run: its own runs/ and stack folders, fake keys set.
+    The stack its kernel starts outlives the kernel, so it is stopped here."""
     env = {
         **os.environ,
         **FAKE_KEYS,
@@ -55,7 +59,8 @@ def run_env(tmp_path: Path) -> dict[str, str]:
         "NO_PROXY": "127.0.0.1,localhost",
     }
     env.pop("JPY_SESSION_NAME", None)
-    return env
+    yield env
+    stop_local_stack(tmp_path / "stack")
 
 
 def papermill(notebook: str, out: Path, parameters: dict, env: dict, **kwargs) -> subprocess.Popen:

@@ -7,9 +7,6 @@ import functools
 import http.server
 import json
 import os
-import signal
-import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -17,7 +14,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import peft
-import psutil
 import pytest
 import sail
 import sail.tinker
@@ -26,7 +22,6 @@ import urllib3
 from tinker_cookbook import renderers
 
 from helpers.scoring import QUESTION_SUFFIX, extract_boxed
-from local_stack.config import REPO_ROOT
 from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,
@@ -269,40 +264,6 @@ def test_fault_fractions_apply_to_a_share_of_responses(local_stack, renderer, kn
 
 # ---------------------------------------------------------------------------------------
 # Lifecycle.
-
-
-def test_server_dies_with_a_killed_parent(tmp_path):
-    """SIGKILL the process that started a stack: its server must not survive it."""
-    script = (
-        "import os, sys, time\n"
-        "from local_stack.supervisor import start_local_stack\n"
-        "stack = start_local_stack()\n"
-        "print(stack.pid, flush=True)\n"
-        "time.sleep(600)\n"
-    )
-    env = {**os.environ, "COURSE_LOCAL_STACK_DIR": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT
-    )
-    try:
-        server_pid = int(parent.stdout.readline())
-        assert psutil.pid_exists(server_pid)
-        parent.send_signal(signal.SIGKILL)
-        parent.wait()
-        deadline = time.monotonic() + 10
-        while _alive(server_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(server_pid)
-    finally:
-        parent.kill()
-        parent.stdout.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_server_is_out_of_reach_of_group_signals(local_stack):
