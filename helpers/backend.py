@@ -1,8 +1,9 @@
 """The backend seam: one call gives a notebook everything it needs, locally or in the cloud.
 
 `connect("local")` uses the local stack (loopback stand-ins for Tinker and Sail with a
-tiny real model), starting it if no other kernel has, and needs no keys. `connect("cloud")` uses the real services with the
-keys in your environment, and costs money. Notebook code is the same either way.
+tiny real model), starting it if no other kernel has, and needs no keys. `connect("cloud")`
+uses the real services with the keys in your environment, and costs money. Notebook code is
+the same either way.
 """
 
 from __future__ import annotations
