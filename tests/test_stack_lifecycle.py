@@ -6,6 +6,7 @@ Each "kernel" here is a fresh Python process calling `start_local_stack()` (what
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -158,3 +159,28 @@ def test_clients_that_died_unannounced_are_forgotten(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / config.STACK_CLIENTS_DIR).iterdir()) == [
         str(os.getpid())
     ]
+
+
+def test_a_request_resets_the_idle_clock() -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from local_stack.idle import IdleClock
+
+    clock = IdleClock()
+    idle_during_request = []
+
+    async def handler(request: web.Request) -> web.Response:
+        idle_during_request.append(clock.idle_for())
+        return web.Response(text="ok")
+
+    async def run() -> None:
+        app = web.Application(middlewares=[clock.middleware])
+        app.router.add_get("/", handler)
+        async with TestClient(TestServer(app)) as client:
+            clock.last_request -= 3600  # an hour without requests
+            assert clock.idle_for() >= 3600
+            assert (await client.get("/")).status == 200
+
+    asyncio.run(run())
+    assert idle_during_request == [0.0] and clock.idle_for() < 60
