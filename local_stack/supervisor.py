@@ -33,7 +33,9 @@ from local_stack.registry import StackRecord
 
 START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 10.0
-LOCK_TIMEOUT_SECONDS = START_TIMEOUT_SECONDS + 30  # another process may be starting it
+LOCK_TIMEOUT_SECONDS = 2 * START_TIMEOUT_SECONDS + 60  # another process may be starting it
+HEALTH_PATIENCE_SECONDS = 15.0  # for a running stack that is slow to answer
+HEALTH_RETRY_SECONDS = 0.5
 LOG_LINES_ON_FAILURE = 20
 _NO_PROXY_NAMES = ("NO_PROXY", "no_proxy")
 
@@ -70,8 +72,9 @@ def ensure_local_stack(storage_dir: Path | None = None) -> LocalStack:
     storage.mkdir(parents=True, exist_ok=True)
     settings = _settings()
     with _lock(storage):
-        record = _serving_record(storage)
+        record = _serving_record(storage, patience=HEALTH_PATIENCE_SECONDS)
         if record is None:
+            _retire(storage)
             record = _start(storage, settings)
         elif record.settings != settings:
             raise RuntimeError(
@@ -146,18 +149,23 @@ def _settings() -> dict[str, str]:
     return {**config.knob_settings_from_env(), "torch_threads": str(config.torch_threads())}
 
 
-def _serving_record(storage: Path) -> StackRecord | None:
-    """The record, if the server it names answers as that pid for that storage dir."""
+def _serving_record(storage: Path, patience: float = 0.0) -> StackRecord | None:
+    """The record, if the server it names answers as that pid for that storage dir. A server
+    that is alive but slow to answer (a busy machine) gets `patience` seconds."""
     record = registry.read_record(storage)
     if record is None:
         return None
-    health = _health(record.url)
-    if health is None or (health.get("pid"), health.get("storage_dir")) != (
-        record.pid,
-        str(storage),
-    ):
-        return None
+    deadline = time.monotonic() + patience
+    while not _answers(record, storage):
+        if time.monotonic() >= deadline or _server_process(record.pid) is None:
+            return None
+        time.sleep(HEALTH_RETRY_SECONDS)
     return record
+
+
+def _answers(record: StackRecord, storage: Path) -> bool:
+    health = _health(record.url) or {}
+    return (health.get("pid"), health.get("storage_dir")) == (record.pid, str(storage))
 
 
 def _start(storage: Path, settings: dict[str, str]) -> StackRecord:
@@ -211,7 +219,7 @@ def _wait_until_serving(
     record: StackRecord, storage: Path, process: subprocess.Popen[str], log_path: Path
 ) -> None:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while (_health(record.url) or {}).get("pid") != record.pid:
+    while not _answers(record, storage):
         if process.returncode is not None:
             _raise_exited(process, log_path)
         if time.monotonic() > deadline:
@@ -237,12 +245,30 @@ def _health(url: str) -> dict[str, object] | None:
         return None
 
 
-def _terminate(pid: int) -> bool:
-    """SIGTERM the server (SIGKILL if it lingers); False if `pid` is no local stack server."""
+def _retire(storage: Path) -> None:
+    """Stop the server of a record that no longer answers (hung, or too busy to): a new
+    stack must not serve the same storage dir beside it."""
+    record = registry.read_record(storage)
+    if record is not None:
+        _terminate(record.pid)
+        registry.remove_record(storage, record.pid)
+
+
+def _server_process(pid: int) -> psutil.Process | None:
+    """The local stack server with this pid, or None (it died and the pid may be reused)."""
     try:
         process = psutil.Process(pid)
-        if "local_stack" not in process.cmdline():
-            return False  # the stack died and its pid went to another program
+        return process if "local_stack" in process.cmdline() else None
+    except psutil.Error:
+        return None
+
+
+def _terminate(pid: int) -> bool:
+    """SIGTERM the server (SIGKILL if it lingers); False if `pid` is no local stack server."""
+    process = _server_process(pid)
+    if process is None:
+        return False
+    try:
         process.terminate()
         try:
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
@@ -250,7 +276,7 @@ def _terminate(pid: int) -> bool:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
     except psutil.NoSuchProcess:
-        return False
+        pass
     return True
 
 

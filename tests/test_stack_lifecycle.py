@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +20,12 @@ import psutil
 import pytest
 
 from local_stack import config, registry
-from local_stack.supervisor import running_local_stack, server_processes, stop_local_stack
+from local_stack.supervisor import (
+    ensure_local_stack,
+    running_local_stack,
+    server_processes,
+    stop_local_stack,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = (
@@ -184,3 +190,19 @@ def test_a_request_resets_the_idle_clock() -> None:
 
     asyncio.run(run())
     assert idle_during_request == [0.0] and clock.idle_for() < 60
+
+
+def test_a_hung_stack_is_replaced_never_joined(tmp_path: Path) -> None:
+    """A server that stops answering (SIGSTOP) gets some patience, then is stopped before a
+    new one starts: the storage dir never has two."""
+    storage = tmp_path.resolve()
+    hung = ensure_local_stack(storage)
+    os.kill(hung.pid, signal.SIGSTOP)
+    try:
+        fresh = ensure_local_stack(storage)
+        assert fresh.pid != hung.pid and not psutil.pid_exists(hung.pid)
+        assert [p.pid for p in servers(storage)] == [fresh.pid]
+    finally:
+        if psutil.pid_exists(hung.pid):
+            os.kill(hung.pid, signal.SIGKILL)
+        stop_local_stack(storage)
