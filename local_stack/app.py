@@ -65,8 +65,8 @@ def serve(port: int, parent_pid: int | None) -> None:
 
 
 async def _ignore_further_sigterms(app: web.Application) -> None:
-    """A stopping kernel sends two SIGTERMs (stop_local_stack, then PR_SET_PDEATHSIG); a
-    second one during shutdown would abort aiohttp's cleanup with a traceback."""
+    """A second SIGTERM during shutdown (`make stop` while the stack is stopping itself for
+    idleness, say) would abort aiohttp's cleanup with a traceback."""
     asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
