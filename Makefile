@@ -18,7 +18,17 @@ export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
 
-.PHONY: run test lab bench lint install helpers wheelhouse
+.PHONY: run test lab bench lint install helpers wheelhouse doctor stop clean clean-notebooks
+
+# Refuse an older Python in one sentence, before a .venv is created with it. (doctor, stop
+# and clean still run, so doctor can say what else to fix.)
+ifeq ($(wildcard $(PYTHON)),)
+ifneq ($(filter-out doctor stop clean,$(or $(MAKECMDGOALS),install)),)
+ifneq ($(shell python3 -c 'import sys; print(sys.version_info >= (3, 11))' 2>/dev/null),True)
+$(error The course needs Python 3.11 or newer as python3, but python3 here is $(or $(shell python3 --version 2>/dev/null),missing); install 3.11+ (make doctor says how) and run make again)
+endif
+endif
+endif
 
 ## make install: .venv with the pinned packages and the course itself (editable)
 install: $(STAMP)
@@ -58,3 +68,21 @@ helpers: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check helpers local_stack tests bench scripts notebooks
 	$(VENV)/bin/ruff format --check helpers local_stack tests bench scripts notebooks
+
+## make doctor: check this machine can run the course; one line per check, with its fix
+doctor:
+	@$(if $(wildcard $(PYTHON)),$(PYTHON),python3) scripts/doctor.py
+
+## make stop: stop the local stack that every kernel shares (it also stops by itself after
+## 30 minutes with no kernel and no request)
+stop:
+	@if [ -x $(PYTHON) ]; then $(PYTHON) -m local_stack stop; fi
+
+## make clean: stop the local stack, then remove runs/ (executed notebooks, run folders,
+## and the stack's checkpoints in runs/local-stack)
+clean: stop
+	rm -rf runs
+
+## make clean-notebooks: store the notebooks as JupyterLab saves them, without outputs
+clean-notebooks: $(STAMP)
+	$(PYTHON) scripts/clean_notebooks.py

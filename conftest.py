@@ -26,3 +26,10 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in ("NO_PROXY", "no_proxy"):
         os.environ[name] = "127.0.0.1,localhost"
     os.environ.pop("JPY_SESSION_NAME", None)  # notebooks log plain lines, as under papermill
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the stack the session's kernels and tests shared: stacks outlive their kernels."""
+    from local_stack.supervisor import stop_local_stack
+
+    stop_local_stack()

@@ -1,8 +1,9 @@
 """The backend seam: one call gives a notebook everything it needs, locally or in the cloud.
 
-`connect("local")` starts the local stack (loopback stand-ins for Tinker and Sail with a
-tiny real model) and needs no keys. `connect("cloud")` uses the real services with the
-keys in your environment, and costs money. Notebook code is the same either way.
+`connect("local")` uses the local stack (loopback stand-ins for Tinker and Sail with a
+tiny real model), starting it if no other kernel has, and needs no keys. `connect("cloud")`
+uses the real services with the keys in your environment, and costs money. Notebook code is
+the same either way.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def connect(backend: str = "local") -> Course:
     install_short_errors()
     stop_watching()  # the stack may be restarted or stopped below, on purpose
     if backend == "cloud":
-        _stop_local()  # restores your shell's keys if this kernel ran the local stack
+        _leave_local()  # restores your shell's keys if this kernel used the local stack
     check_backend(backend)
     quiet_tinker_deprecation_logs()
     if backend == "local":
@@ -98,12 +99,13 @@ def _start_local() -> dict[str, list[dict]]:
     return {name: split.to_list() for name, split in arithmetic_dataset().items()}
 
 
-def _stop_local() -> None:
-    """Switching a kernel from local to cloud: stop the stack, restoring the SDK variables
-    (the keys and base URLs from your shell) that the local stack had replaced."""
-    from local_stack.supervisor import stop_local_stack
+def _leave_local() -> None:
+    """Switching a kernel from local to cloud: restore the SDK variables (the keys and base
+    URLs from your shell) that the local stack had replaced. The stack keeps serving any
+    other kernel."""
+    from local_stack.supervisor import detach_local_stack
 
-    stop_local_stack()
+    detach_local_stack()
 
 
 def _cloud_rows() -> dict[str, list[dict]]:

@@ -1,9 +1,9 @@
-"""`python -m local_stack [start]` runs the local stack for a human; `serve` is the server."""
+"""`python -m local_stack [start|status|stop]` for a human (`make stop` runs `stop`);
+`serve` is the server itself, in the foreground."""
 
 from __future__ import annotations
 
 import argparse
-import time
 
 from local_stack.config import SAIL_API_KEY, TINKER_API_KEY
 
@@ -13,22 +13,29 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="run the server in the foreground")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    serve.add_argument("--parent-pid", type=int, default=None, help="exit when it dies")
     commands.add_parser("start", help="start the stack and print how to use it (default)")
+    commands.add_parser("status", help="say whether the stack is running")
+    commands.add_parser("stop", help="stop the stack, whichever kernel started it")
     args = parser.parse_args()
     if args.command == "serve":
         from local_stack.app import serve as run_server
 
-        run_server(args.port, args.parent_pid)
+        run_server(args.port)
+    elif args.command == "status":
+        print_status()
+    elif args.command == "stop":
+        stop_for_a_human()
     else:
         start_for_a_human()
 
 
 def start_for_a_human() -> None:
-    """Start the stack, print the variables to export (fake local keys only), wait for Ctrl-C."""
-    from local_stack.supervisor import start_local_stack, stop_local_stack
+    """Start the stack (or find it running) and print the variables to export (fake local
+    keys only). It keeps running after this command returns."""
+    from local_stack.config import idle_seconds
+    from local_stack.supervisor import ensure_local_stack
 
-    stack = start_local_stack()
+    stack = ensure_local_stack()
     print(f"local stack running at {stack.url} (pid {stack.pid}); storage {stack.storage_dir}")
     print(f"its log (warnings, errors): {stack.log_path}")
     print("Sail:   POST /v1/responses, GET /v1/responses/{id}   Tinker: /api/v1/...")
@@ -36,15 +43,28 @@ def start_for_a_human() -> None:
     print(f"  export SAIL_API_URL={stack.url} SAIL_API_KEY={SAIL_API_KEY}")
     print(f"  export TINKER_BASE_URL={stack.url} TINKER_API_KEY={TINKER_API_KEY}")
     print("  export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost")
-    print("Ctrl-C stops it.")
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stop_local_stack()
-        print("local stack stopped")
+    print(
+        f"It stops after {idle_seconds() / 60:g} min with no kernel and no request, "
+        "or with `python -m local_stack stop`."
+    )
+
+
+def print_status() -> None:
+    from local_stack.config import storage_dir
+    from local_stack.supervisor import running_local_stack
+
+    stack = running_local_stack()
+    state = f"running at {stack.url} (pid {stack.pid})" if stack else "not running"
+    print(f"local stack for {storage_dir()}: {state}")
+
+
+def stop_for_a_human() -> None:
+    from local_stack.config import storage_dir
+    from local_stack.supervisor import stop_local_stack
+
+    pid = stop_local_stack()
+    state = f"stopped (pid {pid})" if pid else "was not running"
+    print(f"local stack for {storage_dir()}: {state}")
 
 
 if __name__ == "__main__":

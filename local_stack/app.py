@@ -18,15 +18,13 @@ from pathlib import Path
 import torch
 from aiohttp import web
 
-from local_stack import config
+from local_stack import config, idle
 from local_stack.control.knobs import Knobs
 from local_stack.control.routes import control_app
 from local_stack.sail.routes import SERVICE as SAIL_SERVICE
 from local_stack.sail.routes import sail_app
 from local_stack.tinker.routes import mount_tinker
 
-PARENT_POLL_SECONDS = 0.5
-PARENT_WATCHDOG = web.AppKey("parent_watchdog", asyncio.Task)
 STORAGE_DIR = web.AppKey("storage_dir", Path)
 
 
@@ -49,16 +47,15 @@ async def healthz(request: web.Request) -> web.Response:
     )
 
 
-def serve(port: int, parent_pid: int | None) -> None:
-    """Serve until SIGINT/SIGTERM, or until the parent process goes away."""
+def serve(port: int) -> None:
+    """Serve until SIGINT/SIGTERM, or until idle (see `local_stack.idle`)."""
     torch.set_num_threads(config.torch_threads())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.HOST, port))
     url = f"http://{config.HOST}:{sock.getsockname()[1]}"
     app = make_app(url)
-    if parent_pid is not None:
-        app.on_startup.append(lambda app: _watch_parent(app, parent_pid))
+    idle.install(app, config.storage_dir())
 
     async def announce(app: web.Application) -> None:
         # One JSON line on stdout tells the starter which port we got. Nobody reads the pipe
@@ -72,19 +69,7 @@ def serve(port: int, parent_pid: int | None) -> None:
 
 
 async def _ignore_further_sigterms(app: web.Application) -> None:
-    """A stopping kernel sends two SIGTERMs (stop_local_stack, then PR_SET_PDEATHSIG); a
-    second one during shutdown would abort aiohttp's cleanup with a traceback."""
+    """A second SIGTERM during shutdown (`make stop` while the stack is stopping itself for
+    idleness, say) would abort aiohttp's cleanup with a traceback."""
     asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-async def _watch_parent(app: web.Application, parent_pid: int) -> None:
-    """Fallback for PR_SET_PDEATHSIG: exit when re-parented (the parent died)."""
-
-    async def watch() -> None:
-        while os.getppid() == parent_pid:
-            await asyncio.sleep(PARENT_POLL_SECONDS)
-        print("local stack: parent process is gone, exiting", file=sys.stderr, flush=True)
-        os.kill(os.getpid(), 15)
-
-    app[PARENT_WATCHDOG] = asyncio.ensure_future(watch())

@@ -22,11 +22,22 @@ TORCH_THREADS_VAR = "COURSE_LOCAL_TORCH_THREADS"  # default 1, see torch_threads
 SAIL_LATENCY_VAR = "COURSE_SAIL_LATENCY"  # seconds before a response may report done
 SAIL_FAULTS_VAR = "COURSE_SAIL_FAULTS"  # e.g. "failed=0.1,http500=0.05"
 SAIL_SEED_VAR = "COURSE_SAIL_SEED"  # seeds sampling and fault draws
+IDLE_MINUTES_VAR = "COURSE_LOCAL_STACK_IDLE_MINUTES"  # default 30, see idle_seconds()
+
+# One stack serves every process that uses a storage dir; these files in that dir find it.
+STACK_RECORD_FILE = "stack.json"  # {"url", "pid", ...} of the running stack
+STACK_LOCK_FILE = "stack.lock"  # held while a stack is being found, started or stopped
+STACK_LOG_FILE = "stack.log"  # the running stack's stderr (it outlives any terminal)
+STACK_CLIENTS_DIR = "clients"  # one file per process using the stack, named by its pid
+DEFAULT_IDLE_MINUTES = 30.0
 
 
 def storage_dir() -> Path:
-    """Where the stack keeps checkpoints; persists across restarts so runs can resume."""
-    path = Path(os.environ.get(STORAGE_DIR_VAR) or REPO_ROOT / "runs" / "local-stack")
+    """Where the stack keeps checkpoints; persists across restarts so runs can resume.
+
+    Absolute, because it also names the stack that serves it, for processes whose working
+    directories differ (a kernel in notebooks/, the stack in the repo root)."""
+    path = Path(os.environ.get(STORAGE_DIR_VAR) or REPO_ROOT / "runs" / "local-stack").resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -37,15 +48,13 @@ def torch_threads() -> int:
     return int(os.environ.get(TORCH_THREADS_VAR, "1"))
 
 
+def idle_seconds() -> float:
+    """How long the stack waits, once no process uses it and no request has come, before it
+    exits by itself: long enough to outlive a kernel restart or a short break."""
+    return 60 * float(os.environ.get(IDLE_MINUTES_VAR) or DEFAULT_IDLE_MINUTES)
+
+
 def knob_settings_from_env() -> dict[str, str]:
     """The control plane's start-up settings (latency, faults, seed) as given, unparsed."""
     names = {"latency": SAIL_LATENCY_VAR, "faults": SAIL_FAULTS_VAR, "seed": SAIL_SEED_VAR}
     return {knob: os.environ[var] for knob, var in names.items() if os.environ.get(var)}
-
-
-LOG_FILE_NAME = "local-stack.log"
-
-
-def log_path() -> Path:
-    """The server's stderr, in the storage dir; a notebook whose stack died points here."""
-    return storage_dir() / LOG_FILE_NAME

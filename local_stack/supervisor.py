@@ -1,37 +1,43 @@
-"""Start and stop the local stack from a notebook or a test: one server subprocess per process.
+"""Find, start and stop the local stack: one server per storage dir, shared by every process.
 
-The server must never outlive the process that started it (a crashed kernel or a killed
-test run must not leave a port bound), so three things stop it: PR_SET_PDEATHSIG (the
-kernel signals it when the starting thread dies), a parent-pid watchdog inside the server,
-and an atexit handler here.
+The first process that needs it (a kernel calling `connect("local")`) starts the server
+detached: in its own session (Jupyter interrupts a kernel by signalling the kernel's whole
+process group, which must stop the cell, not the server), with its output in `stack.log`,
+and tied to no process's life, so it outlives any one kernel. Its URL and pid go to
+`stack.json` in the storage dir; later processes find it there, check that it answers, and
+reuse it, under a lock so that two kernels starting at once start one stack (see
+`local_stack.registry`). It stops with `python -m local_stack stop` (`make stop`), or by
+itself once nobody has used it for a while (`local_stack.idle`).
 """
 
 from __future__ import annotations
 
 import atexit
 import concurrent.futures
-import ctypes
 import json
 import os
-import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
-from local_stack import config
+import psutil
+
+from local_stack import config, registry
+from local_stack.registry import StackRecord
 
 START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 10.0
-PR_SET_PDEATHSIG = 1
+LOCK_TIMEOUT_SECONDS = 2 * START_TIMEOUT_SECONDS + 60  # another process may be starting it
+HEALTH_PATIENCE_SECONDS = 15.0  # for a running stack that is slow to answer
+HEALTH_RETRY_SECONDS = 0.5
+LOG_LINES_ON_FAILURE = 20
 _NO_PROXY_NAMES = ("NO_PROXY", "no_proxy")
-
-# PR_SET_PDEATHSIG fires when the *thread* that forked dies, so the server is spawned from
-# this executor's thread, which lives as long as the interpreter.
-_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stack")
 
 
 @dataclass(frozen=True)
@@ -45,89 +51,165 @@ class LocalStack:
     @property
     def log_path(self) -> Path:
         """The server's stderr (warnings, tracebacks), appended to across restarts."""
-        return self.storage_dir / config.LOG_FILE_NAME
+        return self.storage_dir / config.STACK_LOG_FILE
 
 
-_running: tuple[LocalStack, subprocess.Popen[str]] | None = None
+_attached: LocalStack | None = None
 _saved_env: dict[str, str | None] = {}
 
 
 def start_local_stack() -> LocalStack:
-    """Start the stack (or reuse the healthy one this process started) and point the SDKs at it."""
-    global _running
-    if _running is not None:
-        stack, process = _running
-        if process.poll() is None and _healthy(stack.url):
-            _point_sdks_at(stack.url)
-            return stack
-        stop_local_stack()
-    process = _SPAWNER.submit(_spawn).result()
-    try:
-        announced = _read_announcement(process)
-        _wait_until_healthy(announced["url"], process)
-    except BaseException:
-        _terminate(process)
-        raise
-    stack = LocalStack(announced["url"], process.pid, config.storage_dir())
-    _running = (stack, process)
+    """Use this storage dir's stack, starting it if none runs, and point the SDKs at it."""
+    global _attached
+    stack = ensure_local_stack()
+    registry.add_client(stack.storage_dir, os.getpid())
+    _attached = stack
     _point_sdks_at(stack.url)
     return stack
 
 
-def stop_local_stack() -> None:
-    """Stop the server this process started, if any, and restore the SDK environment."""
-    global _running
-    if _running is None:
+def ensure_local_stack(storage_dir: Path | None = None) -> LocalStack:
+    """The healthy stack of `storage_dir` (default: this process's), started if none runs.
+
+    A stack started with other settings (latency, faults, seed, threads) is not silently
+    reused: that is an error naming both, since restarting it would break other kernels."""
+    storage = (storage_dir or config.storage_dir()).resolve()
+    storage.mkdir(parents=True, exist_ok=True)
+    settings = _settings()
+    with _lock(storage):
+        record = _serving_record(storage, patience=HEALTH_PATIENCE_SECONDS)
+        if record is None:
+            _retire(storage)
+            record = _start(storage, settings)
+        elif record.settings != settings:
+            raise RuntimeError(
+                f"the local stack for {storage} runs with settings {record.settings}, not "
+                f"{settings}; stop it first (make stop) or set {config.STORAGE_DIR_VAR} "
+                "to another folder"
+            )
+    return LocalStack(record.url, record.pid, storage)
+
+
+def running_local_stack(storage_dir: Path | None = None) -> LocalStack | None:
+    """The healthy stack of `storage_dir`, or None; never starts one."""
+    storage = (storage_dir or config.storage_dir()).resolve()
+    record = _serving_record(storage)
+    return None if record is None else LocalStack(record.url, record.pid, storage)
+
+
+def detach_local_stack() -> None:
+    """This process stops using the stack, which keeps serving the others: restore the SDK
+    variables it replaced (the keys from your shell) and leave the stack's clients."""
+    global _attached
+    if _attached is None:
         return
-    _, process = _running
-    _running = None
-    _terminate(process)
+    registry.remove_client(_attached.storage_dir, os.getpid())
+    _attached = None
     _restore_env()
 
 
-def _spawn() -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "local_stack", "serve", "--port", "0"]
-    command += ["--parent-pid", str(os.getpid())]
+def stop_local_stack(storage_dir: Path | None = None) -> int | None:
+    """Stop the stack of `storage_dir` (default: this process's), whoever started it.
+
+    Returns the pid it stopped, or None if no stack was running there."""
+    storage = (storage_dir or config.storage_dir()).resolve()
+    if _attached is not None and _attached.storage_dir == storage:
+        detach_local_stack()
+    if not storage.is_dir():
+        return None
+    with _lock(storage):
+        record = registry.read_record(storage)
+        if record is None:
+            return None
+        registry.remove_record(storage, record.pid)
+        return record.pid if _terminate(record.pid) else None
+
+
+def server_processes(**environment: str) -> list[psutil.Process]:
+    """The running local stack servers whose environment has these values, e.g.
+    `server_processes(COURSE_LOCAL_STACK_DIR=...)`: tests and benchmarks count them."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            command = process.info["cmdline"] or []
+            env = process.environ() if "local_stack" in command and "serve" in command else {}
+        except psutil.Error:  # exited meanwhile, or another user's
+            continue
+        if env and all(env.get(name) == value for name, value in environment.items()):
+            found.append(process)
+    return found
+
+
+@contextmanager
+def _lock(storage: Path) -> Iterator[None]:
+    """The storage dir's lock, or one sentence if another process never lets go of it."""
+    with registry.locked(storage, LOCK_TIMEOUT_SECONDS) as held:
+        if not held:
+            lock = storage / config.STACK_LOCK_FILE
+            raise RuntimeError(f"another process has held {lock} for too long")
+        yield
+
+
+def _settings() -> dict[str, str]:
+    return {**config.knob_settings_from_env(), "torch_threads": str(config.torch_threads())}
+
+
+def _serving_record(storage: Path, patience: float = 0.0) -> StackRecord | None:
+    """The record, if the server it names answers as that pid for that storage dir. A server
+    that is alive but slow to answer (a busy machine) gets `patience` seconds."""
+    record = registry.read_record(storage)
+    if record is None:
+        return None
+    deadline = time.monotonic() + patience
+    while not _answers(record, storage):
+        if time.monotonic() >= deadline or _server_process(record.pid) is None:
+            return None
+        time.sleep(HEALTH_RETRY_SECONDS)
+    return record
+
+
+def _answers(record: StackRecord, storage: Path) -> bool:
+    health = _health(record.url) or {}
+    return (health.get("pid"), health.get("storage_dir")) == (record.pid, str(storage))
+
+
+def _start(storage: Path, settings: dict[str, str]) -> StackRecord:
+    log_path = storage / config.STACK_LOG_FILE
     env = {**os.environ, "PYTHONPATH": _with_repo_on_path(os.environ.get("PYTHONPATH"))}
-    env[config.STORAGE_DIR_VAR] = str(config.storage_dir())
-    log = _open_log()
-    process = subprocess.Popen(
-        command,
-        cwd=config.REPO_ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        # Its own process group: Jupyter interrupts a kernel by signalling the kernel's whole
-        # group, which must stop the cell, not the server.
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-    )
-    log.close()  # the server has its own copy
-    return process
-
-
-def _open_log() -> TextIO:
-    """The log a notebook points to when its stack dies; appended to, one header per start."""
-    log = config.log_path().open("a")
-    log.write(f"--- local stack starting at {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
-    log.flush()
-    return log
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: ask Linux to SIGTERM it when the parent dies."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    env[config.STORAGE_DIR_VAR] = str(storage)
+    with open(log_path, "a") as log:  # appended: a dead stack's log survives the restart
+        log.write(f"--- local stack starting at {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
+        log.flush()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "local_stack", "serve", "--port", "0"],
+            cwd=config.REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,  # carries one line, the URL; then the server closes it
+            stderr=log,
+            text=True,
+            start_new_session=True,
+        )
+    # Reap it whenever it exits, so that while this process lives it leaves no zombie.
+    threading.Thread(target=process.wait, name="local-stack-reaper", daemon=True).start()
+    try:
+        record = StackRecord(_read_announced_url(process, log_path), process.pid, settings)
+        _wait_until_serving(record, storage, process, log_path)
+    except BaseException:
+        _terminate(process.pid)
+        raise
+    finally:
+        process.stdout.close()
+    registry.write_record(storage, record)
+    return record
 
 
 def _with_repo_on_path(pythonpath: str | None) -> str:
     return os.pathsep.join([str(config.REPO_ROOT), *([pythonpath] if pythonpath else [])])
 
 
-def _read_announcement(process: subprocess.Popen[str]) -> dict[str, object]:
-    """The server's first stdout line: `{"url", "pid"}` once the model is loaded."""
+def _read_announced_url(process: subprocess.Popen[str], log_path: Path) -> str:
+    """The server's first stdout line, `{"url", "pid"}`, printed once the model is loaded."""
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     try:
         line = executor.submit(process.stdout.readline).result(timeout=START_TIMEOUT_SECONDS)
@@ -136,44 +218,73 @@ def _read_announcement(process: subprocess.Popen[str]) -> dict[str, object]:
     finally:
         executor.shutdown(wait=False)
     if not line:
-        raise RuntimeError(
-            f"local stack exited during start-up (code {process.wait()}); see {config.log_path()}"
-        )
-    return json.loads(line)
+        _raise_exited(process, log_path)
+    return json.loads(line)["url"]
 
 
-def _wait_until_healthy(url: str, process: subprocess.Popen[str]) -> None:
+def _wait_until_serving(
+    record: StackRecord, storage: Path, process: subprocess.Popen[str], log_path: Path
+) -> None:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while not _healthy(url):
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"local stack exited during start-up (code {process.returncode}); "
-                f"see {config.log_path()}"
-            )
+    while not _answers(record, storage):
+        if process.returncode is not None:
+            _raise_exited(process, log_path)
         if time.monotonic() > deadline:
-            raise RuntimeError(f"local stack at {url} never became healthy")
+            raise RuntimeError(f"local stack at {record.url} never became healthy")
         time.sleep(0.05)
 
 
-def _healthy(url: str) -> bool:
+def _raise_exited(process: subprocess.Popen[str], log_path: Path) -> None:
+    code = process.wait()
+    tail = log_path.read_text().splitlines()[-LOG_LINES_ON_FAILURE:]
+    raise RuntimeError(
+        f"local stack exited during start-up (code {code}); the end of {log_path}:\n"
+        + "\n".join(tail)
+    )
+
+
+def _health(url: str) -> dict[str, object] | None:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(f"{url}/healthz", timeout=2) as reply:
-            return reply.status == 200
-    except OSError:
+            return json.loads(reply.read()) if reply.status == 200 else None
+    except (OSError, ValueError):
+        return None
+
+
+def _retire(storage: Path) -> None:
+    """Stop the server of a record that no longer answers (hung, or too busy to): a new
+    stack must not serve the same storage dir beside it."""
+    record = registry.read_record(storage)
+    if record is not None:
+        _terminate(record.pid)
+        registry.remove_record(storage, record.pid)
+
+
+def _server_process(pid: int) -> psutil.Process | None:
+    """The local stack server with this pid, or None (it died and the pid may be reused)."""
+    try:
+        process = psutil.Process(pid)
+        return process if "local_stack" in process.cmdline() else None
+    except psutil.Error:
+        return None
+
+
+def _terminate(pid: int) -> bool:
+    """SIGTERM the server (SIGKILL if it lingers); False if `pid` is no local stack server."""
+    process = _server_process(pid)
+    if process is None:
         return False
-
-
-def _terminate(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
+    try:
         process.terminate()
         try:
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
+        except psutil.TimeoutExpired:
             process.kill()
-            process.wait()
-    if process.stdout is not None:
-        process.stdout.close()
+            process.wait(timeout=STOP_TIMEOUT_SECONDS)
+    except psutil.NoSuchProcess:
+        pass
+    return True
 
 
 def _point_sdks_at(url: str) -> None:
@@ -209,4 +320,5 @@ def _reset_sail_transports() -> None:
     sail.reset_transports()
 
 
-atexit.register(stop_local_stack)
+# A process that exits stops using the stack; the stack itself keeps serving the others.
+atexit.register(detach_local_stack)

@@ -4,6 +4,10 @@
 notebook 03's run folder (metrics, figure), because its `run_name` is that timestamp.
 One line per notebook says how long it took and whether it ran. Extra `-p name value`
 pairs are passed to every notebook that has that parameter.
+
+On the local backend the notebooks' kernels share one local stack. If none was running,
+this starts it first (so no notebook waits for it) and stops it at the end; one that was
+running (a JupyterLab session's) is used and left running.
 """
 
 from __future__ import annotations
@@ -15,8 +19,15 @@ from datetime import datetime
 from pathlib import Path
 
 import papermill
+from traitlets.config import Config
+
+from local_stack.supervisor import ensure_local_stack, running_local_stack, stop_local_stack
 
 ROOT = Path(__file__).resolve().parent.parent
+# ipykernel warns at every start that its TCP sockets are not encrypted, and names the fix:
+# CurveZMQ keys provisioned by the kernel manager. With "auto", nbclient's kernel manager
+# provisions them whenever the kernelspec supports it (ipykernel's does).
+KERNEL_CONFIG = Config({"KernelManager": {"transport_encryption": "auto"}})
 
 
 def main() -> int:
@@ -28,6 +39,17 @@ def main() -> int:
     out_dir.mkdir(parents=True)
     given = {"run_name": stamp, **dict(args.p)}
     print(f"executing notebooks into {out_dir.relative_to(ROOT)}/")
+    start_stack = given.get("backend", "local") == "local" and running_local_stack() is None
+    if start_stack:
+        ensure_local_stack()
+    try:
+        return run_all(out_dir, given)
+    finally:
+        if start_stack:
+            stop_local_stack()
+
+
+def run_all(out_dir: Path, given: dict[str, str]) -> int:
     failed = 0
     for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         declared = papermill.inspect_notebook(str(notebook))
@@ -41,6 +63,7 @@ def main() -> int:
                 cwd=str(ROOT / "notebooks"),
                 kernel_name="python3",
                 progress_bar=False,
+                config=KERNEL_CONFIG,
             )
             status = "ok"
         except Exception as error:  # report and go on: later notebooks may still run

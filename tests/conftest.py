@@ -1,22 +1,28 @@
-"""Shared fixtures: one local stack per test session, in a temporary storage dir."""
+"""Shared fixtures: one local stack per test session, in the session's temporary storage dir
+(see the root conftest.py), which the notebooks' kernels under nbval share."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 
-import psutil
 import pytest
 
 from helpers.kimi import offline_kimi_renderer
 from local_stack.engine.model import load_base_model
-from local_stack.supervisor import LocalStack, start_local_stack, stop_local_stack
+from local_stack.supervisor import (
+    LocalStack,
+    server_processes,
+    start_local_stack,
+    stop_local_stack,
+)
+
+SESSION_MARKER = "COURSE_TEST_SESSION"  # in the environment of everything this session starts
 
 
 @pytest.fixture(scope="session")
-def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+def local_stack() -> Iterator[LocalStack]:
     """The local Sail + Tinker server, SDK environment pointed at it; stopped at session end."""
-    os.environ["COURSE_LOCAL_STACK_DIR"] = str(tmp_path_factory.mktemp("local-stack"))
     yield start_local_stack()
     stop_local_stack()
 
@@ -36,21 +42,18 @@ def base():
     return load_base_model()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    os.environ[SESSION_MARKER] = str(os.getpid())
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if any local stack server this session started is still alive."""
+    """Stop the session's stack, then fail the run if any other local stack started during
+    it (by a test, or by a kernel a test ran) is still alive, and stop those too. Stacks
+    outlive the processes that start them, so tests must stop what they start."""
     stop_local_stack()
-    leftovers = [
-        p.pid
-        for p in psutil.Process().children(recursive=True)
-        if "local_stack" in " ".join(_cmdline(p)) and p.is_running()
-    ]
+    leftovers = server_processes(**{SESSION_MARKER: str(os.getpid())})
+    for process in leftovers:
+        process.kill()
     if leftovers:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        print(f"\nlocal stack processes left running: {leftovers}")
-
-
-def _cmdline(process: psutil.Process) -> list[str]:
-    try:
-        return process.cmdline()
-    except psutil.Error:
-        return []
+        print(f"\nlocal stack processes left running: {[p.pid for p in leftovers]}")

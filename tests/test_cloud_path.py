@@ -66,16 +66,7 @@ def test_cloud_path_runs_against_the_local_stack(tmp_path: Path) -> None:
         "NO_PROXY": "127.0.0.1,localhost",
     }
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "local_stack",
-            "serve",
-            "--port",
-            "0",
-            "--parent-pid",
-            str(os.getpid()),
-        ],
+        [sys.executable, "-m", "local_stack", "serve", "--port", "0"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

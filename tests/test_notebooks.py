@@ -11,11 +11,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import psutil
 import pytest
+
+from local_stack.supervisor import stop_local_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -45,8 +48,9 @@ SMALL_PARAMETERS = {
 
 
 @pytest.fixture
-def run_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of one notebook run: its own runs/ and stack folders, fake keys set."""
+def run_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of one notebook run: its own runs/ and stack folders, fake keys set.
+    The stack its kernel starts outlives the kernel, so it is stopped here."""
     env = {
         **os.environ,
         **FAKE_KEYS,
@@ -56,7 +60,8 @@ def run_env(tmp_path: Path) -> dict[str, str]:
         "NO_PROXY": "127.0.0.1,localhost",
     }
     env.pop("JPY_SESSION_NAME", None)
-    return env
+    yield env
+    stop_local_stack(tmp_path / "stack")
 
 
 def papermill(notebook: str, out: Path, parameters: dict, env: dict, **kwargs) -> subprocess.Popen:
@@ -214,7 +219,7 @@ def test_03_dead_stack_fails_in_seconds_and_the_rerun_resumes(
     code, log = finish(first, timeout=120)
     took = time.monotonic() - killed_at
     assert code != 0 and took < 15, f"papermill ended {took:.1f} s after the kill (code {code})"
-    stack_log = tmp_path / "stack" / "local-stack.log"
+    stack_log = tmp_path / "stack" / "stack.log"
     sentence = f"The local stack (pid {server.pid}) stopped; its log is {stack_log}, and re-running"
     assert sentence in log and stack_log.exists()
     executed = nbformat.read(tmp_path / "first.ipynb", as_version=4)

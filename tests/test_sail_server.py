@@ -6,21 +6,16 @@ import asyncio
 import functools
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 import sail
 import sail.tinker
 from tinker_cookbook import renderers
 
 from helpers.scoring import extract_boxed
-from local_stack.config import REPO_ROOT
 from local_stack.control.client import get_stats, set_knobs
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, load_base_model
 from tests.sail_support import (
@@ -206,40 +201,6 @@ def test_fault_fractions_apply_to_a_share_of_responses(local_stack, renderer, kn
 
 # ---------------------------------------------------------------------------------------
 # Lifecycle.
-
-
-def test_server_dies_with_a_killed_parent(tmp_path):
-    """SIGKILL the process that started a stack: its server must not survive it."""
-    script = (
-        "import os, sys, time\n"
-        "from local_stack.supervisor import start_local_stack\n"
-        "stack = start_local_stack()\n"
-        "print(stack.pid, flush=True)\n"
-        "time.sleep(600)\n"
-    )
-    env = {**os.environ, "COURSE_LOCAL_STACK_DIR": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT
-    )
-    try:
-        server_pid = int(parent.stdout.readline())
-        assert psutil.pid_exists(server_pid)
-        parent.send_signal(signal.SIGKILL)
-        parent.wait()
-        deadline = time.monotonic() + 10
-        while _alive(server_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(server_pid)
-    finally:
-        parent.kill()
-        parent.stdout.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_server_is_out_of_reach_of_group_signals(local_stack):

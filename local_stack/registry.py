@@ -1,0 +1,105 @@
+"""The files in a storage dir by which every process using it shares one local stack.
+
+`stack.json` names the running stack (URL, pid, start-up settings). `stack.lock` (an
+`flock`) makes find-or-start and stop atomic across processes, so two kernels starting at
+once get one stack. `clients/<pid>` marks each process that uses the stack, so the stack
+can tell when nobody needs it any more (see `local_stack.idle`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+from local_stack import config
+
+LOCK_POLL_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class StackRecord:
+    """What a process needs to reuse a running stack, and what it was started with."""
+
+    url: str
+    pid: int
+    settings: dict[str, str]
+
+
+def read_record(storage_dir: Path) -> StackRecord | None:
+    try:
+        return StackRecord(**json.loads((storage_dir / config.STACK_RECORD_FILE).read_text()))
+    except (OSError, ValueError, TypeError):  # absent, or half-written by a crashed writer
+        return None
+
+
+def write_record(storage_dir: Path, record: StackRecord) -> None:
+    """Atomically: a reader sees the old record or the new one, never half of one."""
+    partial = storage_dir / f"{config.STACK_RECORD_FILE}.{os.getpid()}"
+    partial.write_text(json.dumps(asdict(record)))
+    partial.replace(storage_dir / config.STACK_RECORD_FILE)
+
+
+def remove_record(storage_dir: Path, pid: int) -> None:
+    """Remove the record if it still names `pid` (a newer stack may have replaced it)."""
+    record = read_record(storage_dir)
+    if record is not None and record.pid == pid:
+        (storage_dir / config.STACK_RECORD_FILE).unlink(missing_ok=True)
+
+
+@contextmanager
+def locked(storage_dir: Path, timeout: float) -> Iterator[bool]:
+    """Hold the storage dir's lock; yields False if it stayed busy for `timeout` seconds.
+
+    The lock dies with its holder's file descriptor, so a killed process never leaves it held.
+    """
+    with open(storage_dir / config.STACK_LOCK_FILE, "a") as handle:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(LOCK_POLL_SECONDS)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def add_client(storage_dir: Path, pid: int) -> None:
+    clients = storage_dir / config.STACK_CLIENTS_DIR
+    clients.mkdir(exist_ok=True)
+    (clients / str(pid)).write_text(repr(psutil.Process(pid).create_time()))
+
+
+def remove_client(storage_dir: Path, pid: int) -> None:
+    (storage_dir / config.STACK_CLIENTS_DIR / str(pid)).unlink(missing_ok=True)
+
+
+def live_clients(storage_dir: Path) -> list[int]:
+    """Pids of the processes using the stack; forgets those that died without saying so.
+
+    A pid counts only with the start time it was registered with, so a recycled pid does
+    not keep the stack alive."""
+    clients = storage_dir / config.STACK_CLIENTS_DIR
+    alive = []
+    for entry in clients.iterdir() if clients.is_dir() else ():
+        try:
+            if psutil.Process(int(entry.name)).create_time() == float(entry.read_text()):
+                alive.append(int(entry.name))
+                continue
+        except (psutil.Error, ValueError, OSError):
+            pass
+        entry.unlink(missing_ok=True)
+    return alive
