@@ -19,6 +19,7 @@ TAUGHT_IN_FULL = {
     "01_scoring.ipynb": ROOT / "helpers" / "scoring.py",
     "02_snapshot_and_serve.ipynb": ROOT / "helpers" / "serving.py",
     "03_training_loop.ipynb": ROOT / "helpers" / "training.py",
+    "03_one_grpo_step.ipynb": ROOT / "helpers" / "inspect_step.py",
 }
 
 
