@@ -65,7 +65,7 @@ def completion_logprob_changes(
     data_D: list[tinker.Datum], before_D: list[torch.Tensor], after_D: list[torch.Tensor]
 ) -> list[float]:
     """How far a step moved each completion's total logprob: the change summed over the
-    completion's own tokens (mask 1), so the unchanged prompt adds nothing."""
+    completion's own tokens (mask 1), leaving out the prompt positions."""
     return [
         float(((after_T - before_T) * datum.loss_fn_inputs["mask"].to_torch()).sum())
         for datum, before_T, after_T in zip(data_D, before_D, after_D, strict=True)
