@@ -249,6 +249,30 @@ def check_sandbox_params(
     check_temperature(temperature)
 
 
+def check_one_step_params(
+    *,
+    backend: str,
+    seed: int,
+    groups: int,
+    group_size: int,
+    learning_rate: float | None,
+    max_tokens: int | None,
+    temperature: float,
+) -> None:
+    """Every parameter of the one-step notebook, in the order its parameters cell lists them."""
+    check_backend(backend)
+    check_whole_number("seed", seed, 0, MAX_SEED)
+    train = TRAIN_PROBLEMS[backend]
+    check_whole_number("groups", groups, 1, train, why=_holds(backend, train, "training"))
+    check_group_size(group_size, 2)
+    check_batch(("groups", "group_size"), (groups, group_size))
+    check_number(
+        "learning_rate", learning_rate, 0.0, MAX_LEARNING_RATE, above_low=True, none_ok=True
+    )
+    check_max_tokens(max_tokens, backend)
+    check_temperature(temperature)
+
+
 # Notebook 09's own limits. Sail's rule for LoRA names; the tables stay readable.
 LORA_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]")
 MAX_PARITY_PROBLEMS = 64

@@ -48,6 +48,12 @@ Notebook 03 calls `sail_policy` at the start of every training step.
 """,
     ),
     TaughtModule(
+        "03_one_grpo_step.ipynb",
+        "inspect_step.py",
+        """One GRPO step, opened up: the numbers `train_step` computes but never shows.
+""",
+    ),
+    TaughtModule(
         "03_training_loop.ipynb",
         "training.py",
         """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.

@@ -1,0 +1,69 @@
+# Generated from notebooks/03_one_grpo_step.ipynb by `make helpers`. Do not edit: change
+# the notebook's `# @save` cells, then run `make helpers` again.
+"""One GRPO step, opened up: the numbers `train_step` computes but never shows."""
+
+import random
+from typing import Any
+
+import tinker
+import torch
+from tinker_cookbook.rl.types import TrajectoryGroup
+
+from helpers.scoring import MathGroupBuilder
+from helpers.training import rollout_groups, split_degenerate_groups
+
+
+async def sample_with_spread(
+    policy: Any, course: Any, rng: random.Random, groups: int, group_size: int, draws: int = 3
+) -> list[TrajectoryGroup]:
+    """Roll out `groups` random training problems, `group_size` samples each.
+
+    If every group is degenerate (all its rewards equal: nothing to learn), draw new
+    problems, at most `draws` times in all.
+    """
+    for _ in range(draws):
+        rows = rng.sample(course.train_rows, groups)
+        builders = [MathGroupBuilder(row, course.renderer, group_size) for row in rows]
+        sampled, _ = await rollout_groups(builders, policy)
+        if split_degenerate_groups(sampled)[0]:
+            return sampled
+    raise RuntimeError(f"{draws} draws of {groups} problems gave no group with a reward spread")
+
+
+def without_mask(datum: tinker.Datum) -> tinker.Datum:
+    """The datum as `train_step` sends it: `mask` serves the cookbook's own metrics, and
+    Tinker's RL losses take only target_tokens, logprobs and advantages."""
+    inputs = {k: v for k, v in datum.loss_fn_inputs.items() if k != "mask"}
+    return tinker.Datum(model_input=datum.model_input, loss_fn_inputs=inputs)
+
+
+async def learner_logprobs(training_client: Any, data_D: list[tinker.Datum]) -> list[torch.Tensor]:
+    """Each datum's per-target logprobs under the weights Tinker holds now.
+
+    `forward` computes no gradient, so it leaves the next optimizer step untouched.
+    """
+    sent_D = [without_mask(d) for d in data_D]
+    future = await training_client.forward_async(sent_D, loss_fn="importance_sampling")
+    result = await future.result_async()
+    return [output["logprobs"].to_torch() for output in result.loss_fn_outputs]
+
+
+def importance_sampling_terms(datum: tinker.Datum, logprobs_T: torch.Tensor) -> torch.Tensor:
+    """One datum's per-token terms of Tinker's `importance_sampling` loss (the loss is their sum).
+
+    Each term is -weight * advantage, with weight = exp(learner logprob - sampler logprob).
+    """
+    sampler_T = datum.loss_fn_inputs["logprobs"].to_torch()
+    advantages_T = datum.loss_fn_inputs["advantages"].to_torch()
+    return -torch.exp(logprobs_T - sampler_T) * advantages_T
+
+
+def completion_logprob_changes(
+    data_D: list[tinker.Datum], before_D: list[torch.Tensor], after_D: list[torch.Tensor]
+) -> list[float]:
+    """How far a step moved each completion's total logprob: the change summed over the
+    completion's own tokens (mask 1), leaving out the prompt positions."""
+    return [
+        float(((after_T - before_T) * datum.loss_fn_inputs["mask"].to_torch()).sum())
+        for datum, before_T, after_T in zip(data_D, before_D, after_D, strict=True)
+    ]
