@@ -5,17 +5,25 @@ sentence that says what happened and what to do, not forty lines of traceback. I
 IPython, errors of these types are shown as that sentence alone; everywhere else they
 are ordinary exceptions.
 
+Interruptions are short too. Jupyter's stop button shows as one line: in a training loop
+(a `helpers.progress.StepProgress` the cell is using) the line says how many steps were
+done and the loop's bar is closed; elsewhere it says at which line of the cell the
+interruption came.
+
 A watcher thread (see `helpers.stack_watch`) can stop the running cell with a reason:
 it interrupts the kernel's main thread, as Jupyter's stop button does, and the
-interruption is then shown as the reason's sentence instead of a traceback.
+interruption is then shown as the reason's sentence instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import threading
 from typing import Any
+
+from helpers.progress import stop_loop_of_this_cell
 
 
 class CourseConfigError(ValueError):
@@ -53,17 +61,71 @@ def forget_interrupt_reason() -> None:
     _interrupt_reason = None
 
 
+def _cell_was_interrupted(etype: type) -> bool:
+    """Whether an interruption type came from an interrupt, not from the cell's own code.
+
+    A CancelledError also reaches the cell when its code awaits a task that something
+    else cancelled; only when ipykernel cancelled the cell's own task was it interrupted.
+    """
+    if issubclass(etype, KeyboardInterrupt):
+        return True
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop running: not an ipykernel cell
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+def _where_interrupted(tb: Any) -> str:
+    # `tb` starts in IPython's run_code; the next entry is the cell itself.
+    cell = tb.tb_next if tb is not None else None
+    return f"interrupted at line {cell.tb_lineno} of the cell" if cell else "interrupted"
+
+
 def _show_one_sentence(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):
     global _interrupt_reason
+    if issubclass(etype, _INTERRUPTIONS) and not _cell_was_interrupted(etype):
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        return []
+    loop_stopped = stop_loop_of_this_cell()  # a loop this error ended must not look running
     if issubclass(etype, _INTERRUPTIONS):
         reason, _interrupt_reason = _interrupt_reason, None
-        if reason is None:  # the stop button: the usual traceback
-            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-            return []
-        etype, value = type(reason), reason
+        value = reason or KeyboardInterrupt(loop_stopped or _where_interrupted(tb))
+        etype = type(value)
     stb = [f"{etype.__name__}: {value}"]
     shell._showtraceback(etype, value, stb)  # publishes the error like any other
     return stb
+
+
+# A socket pair whose writing end is the signal wakeup fd (see `_wake_loop_on_signals`).
+_signal_wakeup: tuple[socket.socket, socket.socket] | None = None
+
+
+def _wake_loop_on_signals() -> None:
+    """Let the stop button reach a cell that awaits something quiet, like a long sleep.
+
+    ipykernel's SIGINT handler schedules the cancel of an awaiting cell on the event loop
+    without waking it, so the cancel waited for the loop's next event (minutes, for a
+    cell awaiting a slow request). With a signal wakeup fd, every signal is an event.
+    """
+    global _signal_wakeup
+    if _signal_wakeup is not None or threading.current_thread() is not threading.main_thread():
+        return  # already done, or not possible (only the main thread may set the wakeup fd)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # a terminal IPython: no loop to wake
+        return
+    reader, writer = socket.socketpair()
+    for end in (reader, writer):
+        end.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    if previous != -1:  # asyncio's own signal handling already wakes a loop on signals
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
+        return
+    loop.add_reader(reader.fileno(), reader.recv, 4096)  # drain: waking was the point
+    _signal_wakeup = (reader, writer)
 
 
 def install_short_errors() -> None:
@@ -77,3 +139,4 @@ def install_short_errors() -> None:
         shell.set_custom_exc(
             (CourseConfigError, CourseRunError, *_INTERRUPTIONS), _show_one_sentence
         )
+        _wake_loop_on_signals()

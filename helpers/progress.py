@@ -3,6 +3,10 @@
 In JupyterLab a tqdm bar fills as steps finish. Under papermill (or any run with no one
 watching) a bar would be stored as a frozen widget, so each step is one plain log line
 instead. JupyterLab marks its kernels with `JPY_SESSION_NAME`; papermill does not.
+
+A loop's progress also remembers the cell that last used it, so that when that cell is
+interrupted (or stopped by a dead stack), `helpers.errors` can close the bar and say in
+one line how far the loop got, instead of leaving a half-filled bar above a traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +16,20 @@ import os
 
 def is_interactive() -> bool:
     return "JPY_SESSION_NAME" in os.environ
+
+
+def _current_cell() -> int | None:
+    """The running cell's execution count in an IPython kernel; None elsewhere."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return None if shell is None else shell.execution_count
+
+
+# The open progress that was created or advanced most recently, and the cell that did it.
+_latest: tuple[StepProgress, int | None] | None = None
 
 
 class StepProgress:
@@ -24,6 +42,7 @@ class StepProgress:
             from tqdm.auto import tqdm
 
             self._bar = tqdm(total=total, initial=done, desc=desc)
+        self._mark_in_use()
 
     def step_done(self, line: str) -> None:
         self.done += 1
@@ -32,7 +51,31 @@ class StepProgress:
         else:
             self._bar.write(line)
             self._bar.update(1)
+        self._mark_in_use()
 
     def close(self) -> None:
+        global _latest
+        if _latest is not None and _latest[0] is self:
+            _latest = None
         if self._bar is not None:
-            self._bar.close()
+            self._bar.close()  # short of `total`, tqdm's notebook bar turns red: stopped early
+
+    def _mark_in_use(self) -> None:
+        global _latest
+        _latest = (self, _current_cell())
+
+
+def stop_loop_of_this_cell() -> str | None:
+    """Close the progress that the running cell uses, if any, and say how far it got.
+
+    A progress left open by an earlier cell (one that failed some other way) is not this
+    cell's loop, so it is left alone and None is returned.
+    """
+    if _latest is None or _latest[1] != _current_cell():
+        return None
+    progress = _latest[0]
+    progress.close()
+    return (
+        f"interrupted after {progress.done} of {progress.total} steps; "
+        "run the notebook again to resume"
+    )

@@ -14,20 +14,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.kernel_support import bar_styles, loop_cell, run, started_kernel
+
 LOG = Path("/nonexistent/stack/local-stack.log")  # only quoted, never opened
 
 
 @pytest.fixture(scope="module")
 def kernel() -> Iterator:
     """One kernel for the module: each test's `watch` replaces the previous test's watch."""
-    manager, client = start_new_kernel(kernel_name="python3", cwd=str(ROOT))
-    run(client, "import helpers")  # installs the one-sentence errors, as notebooks do
-    yield manager, client
-    client.stop_channels()
-    manager.shutdown_kernel(now=True)
+    yield from started_kernel()
 
 
 @pytest.fixture
@@ -37,18 +33,6 @@ def stand_in() -> Iterator[subprocess.Popen]:
     yield process
     process.kill()
     process.wait()
-
-
-def run(client, code: str, timeout: float = 60) -> tuple[dict, list[dict]]:
-    """Execute `code`; return the reply's content and the error outputs it published."""
-    errors: list[dict] = []
-
-    def keep_errors(message: dict) -> None:
-        if message["msg_type"] == "error":
-            errors.append(message["content"])
-
-    reply = client.execute_interactive(code, timeout=timeout, output_hook=keep_errors)
-    return reply["content"], errors
 
 
 def watch(client, process: subprocess.Popen) -> None:
@@ -101,14 +85,25 @@ def test_cell_started_after_the_death_stops_after_its_grace(kernel, stand_in) ->
     assert time.monotonic() - started < 20
 
 
-def test_stop_button_still_shows_an_ordinary_interruption(kernel, stand_in) -> None:
+def test_stop_button_still_shows_an_interruption(kernel, stand_in) -> None:
     manager, client = kernel
     watch(client, stand_in)
     threading.Timer(1.0, manager.interrupt_kernel).start()
     reply, errors = run(client, "import time\ntime.sleep(120)")
     assert reply["status"] == "error"
-    assert [e["ename"] for e in errors] == ["KeyboardInterrupt"]
-    assert len(errors[0]["traceback"]) > 1  # the usual traceback, not the stack's sentence
+    assert [e["traceback"] for e in errors] == [  # not the stack's sentence
+        ["KeyboardInterrupt: interrupted at line 2 of the cell"]
+    ]
+
+
+def test_dead_stack_during_a_loop_keeps_its_sentence_and_closes_the_bar(kernel, stand_in):
+    _, client = kernel
+    watch(client, stand_in)
+    seen: list[dict] = []
+    kill_after(stand_in, 1.0)
+    reply, errors = run(client, loop_cell(blocking=False, interactive=True), on_message=seen.append)
+    assert_stopped_in_one_sentence(reply, errors)
+    assert bar_styles(seen)[-1] == "danger"  # closed short of its total: red, not running
 
 
 def test_connect_again_stops_the_old_watch(kernel, stand_in) -> None:
