@@ -84,3 +84,17 @@ def sandbox_factory(backend: str, *, simulated_boot_seconds: float = 0.0) -> San
     from local_stack.sandbox import local_sandbox_factory
 
     return functools.partial(local_sandbox_factory, startup_latency_seconds=simulated_boot_seconds)
+
+
+def sandbox_problem(backend: str) -> str | None:
+    """Why this machine cannot create `backend`'s sandboxes, or None when it can.
+
+    "cloud": None, since Sailboxes run on Sail (`helpers.connect` checks the keys).
+    "local": the local sandbox's own check, which runs one real sandboxed `true`.
+    """
+    check_backend(backend)
+    if backend == "cloud":
+        return None
+    from local_stack.sandbox.isolation import isolation_problem
+
+    return isolation_problem()

@@ -335,6 +335,17 @@ def test_the_sandbox_refuses_to_start_without_isolation(monkeypatch) -> None:
     assert message.endswith("user namespaces are disabled.") and message.count(". ") == 0
 
 
+def test_macos_is_told_it_needs_linux(monkeypatch) -> None:
+    isolation.isolation_problem.cache_clear()
+    monkeypatch.setattr(isolation.sys, "platform", "darwin")
+    try:
+        assert isolation.isolation_problem() == (
+            "it needs Linux (bubblewrap and user namespaces), and this is macOS"
+        )
+    finally:
+        isolation.isolation_problem.cache_clear()
+
+
 def test_a_missing_bubblewrap_is_detected(monkeypatch) -> None:
     isolation.isolation_problem.cache_clear()
     monkeypatch.setattr(isolation.shutil, "which", lambda _: None)

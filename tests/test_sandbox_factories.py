@@ -99,6 +99,7 @@ def test_the_cloud_factory_never_loads_the_local_stack() -> None:
     check = (
         f"import os, sys; os.environ.update({FAKE_KEYS!r});"
         "from helpers.sandboxes import sandbox_factory; sandbox_factory('cloud');"
+        "from helpers.sandbox_cells import prepare_sandbox_cells; prepare_sandbox_cells('cloud');"
         "print(sorted(m for m in sys.modules if m.startswith('local_stack')))"
     )
     loaded = subprocess.run(

@@ -24,6 +24,7 @@ import posixpath
 import secrets
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,6 +206,9 @@ def isolation_problem() -> str | None:
     unprivileged user namespaces or an old bubblewrap is caught before any
     model-written command runs.
     """
+    if sys.platform != "linux":  # namespaces are Linux's; WSL2 runs a real Linux kernel
+        system = {"darwin": "macOS", "win32": "Windows"}.get(sys.platform, sys.platform)
+        return f"it needs Linux (bubblewrap and user namespaces), and this is {system}"
     for tool in ("bwrap", "prlimit", "setpriv"):
         if shutil.which(tool) is None:
             package = "bubblewrap" if tool == "bwrap" else "util-linux"
