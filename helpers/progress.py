@@ -28,7 +28,7 @@ def _current_cell() -> int | None:
     return None if shell is None else shell.execution_count
 
 
-# The open progress that was created or advanced most recently, and the cell that did it.
+# The progress that was created or advanced most recently, and the cell that did it.
 _latest: tuple[StepProgress, int | None] | None = None
 
 
@@ -54,11 +54,9 @@ class StepProgress:
         self._mark_in_use()
 
     def close(self) -> None:
-        global _latest
-        if _latest is not None and _latest[0] is self:
-            _latest = None
+        # Idempotent. Short of `total`, tqdm's notebook bar turns red: stopped early.
         if self._bar is not None:
-            self._bar.close()  # short of `total`, tqdm's notebook bar turns red: stopped early
+            self._bar.close()
 
     def _mark_in_use(self) -> None:
         global _latest
@@ -66,12 +64,13 @@ class StepProgress:
 
 
 def stop_loop_of_this_cell() -> str | None:
-    """Close the progress that the running cell uses, if any, and say how far it got.
+    """Close the unfinished loop of the running cell, if any, and say how far it got.
 
-    A progress left open by an earlier cell (one that failed some other way) is not this
-    cell's loop, so it is left alone and None is returned.
+    A loop whose cell closed its bar in a `finally` counts too, as it did not finish; a
+    loop that did, or one left over by an earlier cell, is not stopped by this cell's
+    error, so None is returned.
     """
-    if _latest is None or _latest[1] != _current_cell():
+    if _latest is None or _latest[1] != _current_cell() or _latest[0].done >= _latest[0].total:
         return None
     progress = _latest[0]
     progress.close()

@@ -38,20 +38,19 @@ def run(
     return reply["content"], errors
 
 
-def loop_cell(blocking: bool, interactive: bool) -> str:
-    """A training-loop-shaped cell: two quick steps, then a step that waits two minutes.
+def loop_cell(blocking: bool, interactive: bool, steps: int = 5) -> str:
+    """A training-loop-shaped cell: two quick steps, then steps that wait two minutes each.
 
     It prints "step 1" when the second step is done: the moment for a test to interrupt.
     """
     wait = "time.sleep" if blocking else "await asyncio.sleep"
     session = "os.environ['JPY_SESSION_NAME'] = 'test'" if interactive else ""
-    return f"""
-import asyncio, os, time
+    return f"""import asyncio, os, time
 os.environ.pop("JPY_SESSION_NAME", None)
 {session}
 from helpers.progress import StepProgress
-progress = StepProgress(total=5, desc="loop")
-for step in range(5):
+progress = StepProgress(total={steps}, desc="loop")
+for step in range({steps}):
     {wait}(0.01 if step < 2 else 120)
     progress.step_done(f"step {{step}}")
 progress.close()

@@ -7,6 +7,7 @@ check with a dead stack instead of an interrupt is in test_stack_watch.py.
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Iterator
 
@@ -73,6 +74,26 @@ def test_interrupt_outside_a_loop_is_one_line_naming_the_cell_line(kernel, cell)
     [error] = errors
     assert error["ename"] == "KeyboardInterrupt"
     assert error["traceback"] == ["KeyboardInterrupt: interrupted at line 3 of the cell"]
+
+
+def test_a_loop_closed_in_a_finally_still_says_how_far_it_got(kernel):
+    """Closing the bar in `finally` (before the error is shown) loses nothing."""
+    cell = "try:\n" + textwrap.indent(loop_cell(blocking=False, interactive=False), "    ")
+    cell += "finally:\n    progress.close()\n"
+    _, errors, _ = run_interrupted(kernel, cell, "step 1")
+    assert errors[0]["traceback"] == [
+        "KeyboardInterrupt: interrupted after 2 of 5 steps; run the notebook again to resume"
+    ]
+
+
+def test_a_finished_loop_is_not_claimed_by_a_later_interrupt_in_its_cell(kernel):
+    cell = loop_cell(blocking=False, interactive=False, steps=2)
+    cell += "print('loop done', flush=True)\nawait asyncio.sleep(120)\n"
+    _, errors, _ = run_interrupted(kernel, cell, "loop done")
+    last_line = len(cell.splitlines())  # the sleep after the loop
+    assert errors[0]["traceback"] == [
+        f"KeyboardInterrupt: interrupted at line {last_line} of the cell"
+    ]
 
 
 def test_loop_a_failed_cell_left_open_is_not_claimed_later(kernel):
