@@ -155,6 +155,7 @@ async def run_step(
     await delete_checkpoint(course.service_client, policy.checkpoint_path)  # Sail is done with it
     sampled = time.monotonic()
 
+    well_formed = [m for m in rollout_metrics(groups) if m["format"]]
     training_groups, degenerate_groups = split_degenerate_groups(groups)
     data, training_metrics = [], {}
     if training_groups:  # a step with nothing to learn from is skipped, not fatal
@@ -181,6 +182,9 @@ async def run_step(
         "reward": mean_reward(groups),
         "correct": metric_rate(groups, "correct"),
         "format": metric_rate(groups, "format"),
+        "correct_given_format": (
+            sum(m["correct"] for m in well_formed) / len(well_formed) if well_formed else 0.0
+        ),
         "degenerate_pct": 100.0 * len(degenerate_groups) / len(groups) if groups else 100.0,
         "skipped": not training_groups,
         "datums": len(data),
