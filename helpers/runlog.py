@@ -1,9 +1,11 @@
 """A training run's folder: per-step metrics on disk, and what a restart needs to resume.
 
 `runs/<run_name>/metrics.jsonl` gets one line per completed step, written as the step
-ends. `state.json` records the last completed step and the Tinker checkpoint
-(`save_state`) holding the weights and optimizer after it. Re-running with the same
-`run_name` reads both and continues after that step: no step is lost or repeated.
+ends. `state.json` records the run's settings, the last completed step, the Tinker
+checkpoint (`save_state`) holding the weights and optimizer after it, and the held-out
+scores measured before and after training. Re-running with the same `run_name` and the
+same settings reads both and continues after that step: no step is lost or repeated, and
+a finished run shows the scores it stored instead of measuring them again.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import json
 import os
 from pathlib import Path
 
+from helpers.errors import CourseConfigError
+
 # Tests point this elsewhere so they never read or clobber a real run.
 RUNS_DIR = Path(os.environ.get("COURSE_RUNS_DIR", Path(__file__).resolve().parent.parent / "runs"))
 
 
 class RunLog:
     def __init__(self, run_name: str, runs_dir: Path = RUNS_DIR) -> None:
+        self.name = run_name
         self.dir = runs_dir / run_name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.dir / "metrics.jsonl"
@@ -34,13 +39,26 @@ class RunLog:
             return []
         return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line]
 
-    def resume(self) -> dict:
-        """Drop metric lines of steps after the last committed one, then return the state.
+    def resume(self, settings: dict) -> dict:
+        """Check `settings` against the run's, drop uncommitted metric lines, return the state.
 
-        A run killed between writing a step's metrics and committing its checkpoint
-        redoes that step, so its stale line must go.
+        A new run records `settings`. An existing run resumes only with the settings it
+        was started with (a resumed run that trained on other settings would be two runs
+        in one); anything else is a CourseConfigError naming what differs. A run killed
+        between writing a step's metrics and committing its checkpoint redoes that step,
+        so its stale line goes.
         """
         state = self.state()
+        if "settings" not in state:
+            if state["completed_steps"] or "eval_before" in state:
+                raise CourseConfigError(
+                    f"run_name {self.name!r} holds a run from an older version of this "
+                    "notebook, which did not record its settings; pick a new run_name."
+                )
+            self.commit(settings=settings)
+            state = self.state()
+        elif state["settings"] != settings:
+            raise CourseConfigError(_settings_differ(self.name, state["settings"], settings))
         kept = [r for r in self.records() if r["step"] < state["completed_steps"]]
         _write_atomically(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
         return state
@@ -54,6 +72,20 @@ class RunLog:
     def commit(self, **state: object) -> None:
         """Record progress in one atomic write (a kill leaves the old or the new state)."""
         _write_atomically(self.state_path, json.dumps({**self.state(), **state}, indent=2))
+
+
+def _settings_differ(run_name: str, recorded: dict, asked: dict) -> str:
+    """One sentence: which settings differ, and the two ways forward."""
+    names = sorted(set(recorded) | set(asked))
+    differences = " and ".join(
+        f"{name}={recorded.get(name)!r}, not {asked.get(name)!r}"
+        for name in names
+        if recorded.get(name) != asked.get(name)
+    )
+    return (
+        f"run_name {run_name!r} holds a run started with {differences}; set those back to "
+        "resume it, or pick a new run_name to start a new run with these settings."
+    )
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -103,7 +103,7 @@ class MathEnv(Env):
             next_observation=tinker.ModelInput.empty(),
             next_stop_condition=[],
             metrics={"correct": correct_answer, "format": correct_format},
-            logs={},
+            logs={"question": self.question},  # which problem a rollout answered
         )
 
 

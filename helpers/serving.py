@@ -10,6 +10,19 @@ from typing import Any
 import sail
 
 
+class SnapshotCompleter(sail.SailTokenCompleter):
+    """A Sail completer that remembers the Tinker checkpoint it samples from.
+
+    Sail downloads the checkpoint when the first request arrives; once the rollouts that
+    use it are done, the caller can delete it (`checkpoint_path`) instead of waiting for
+    its TTL.
+    """
+
+    def __init__(self, checkpoint_path: str, **completer_args: Any) -> None:
+        super().__init__(**completer_args)
+        self.checkpoint_path = checkpoint_path
+
+
 async def sail_policy(
     training_client: Any,
     service_client: Any,
@@ -21,11 +34,11 @@ async def sail_policy(
     temperature: float,
     completion_window: str = "balanced",
     ttl_seconds: int = 3600,
-) -> sail.SailTokenCompleter:
+) -> SnapshotCompleter:
     """Save the current weights as sampler checkpoint `name` and return a Sail completer for it.
 
-    The checkpoint and its signed URL expire after `ttl_seconds`, so one checkpoint per
-    step does not pile up in storage.
+    Tinker deletes the checkpoint `ttl_seconds` after this call (the save sets the TTL and
+    the signed-URL helper sets it again), or sooner if you delete `checkpoint_path`.
     """
     save_future = await training_client.save_weights_for_sampler_async(
         name, ttl_seconds=ttl_seconds
@@ -34,7 +47,8 @@ async def sail_policy(
     signed_url = await sail.get_tinker_checkpoint_signed_url_async(
         service_client, save_result.path, ttl_seconds=ttl_seconds
     )
-    return sail.SailTokenCompleter(
+    return SnapshotCompleter(
+        checkpoint_path=save_result.path,
         model=model_name,
         max_tokens=max_tokens,
         temperature=temperature,

@@ -10,16 +10,19 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import torch
 from tinker_cookbook.exceptions import AllTrajectoriesFailedError
 from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
+from tinker_cookbook.rl.metrics import compute_kl_sample_train
 from tinker_cookbook.rl.rollout_strategy import MinViableGroup
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
 from tinker_cookbook.rl.types import TrajectoryGroup
 
 from helpers.rollout_failures import CountingPolicy
-from helpers.scoring import MathGroupBuilder
-from helpers.serving import sail_policy
+from helpers.scoring import MathGroupBuilder, final_answer
+from helpers.serving import SnapshotCompleter, sail_policy
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,50 @@ async def rollout_groups(
     return groups, dropped
 
 
+async def delete_checkpoint(service_client: Any, tinker_path: str) -> None:
+    """Delete a checkpoint we are done with (its TTL would delete it later anyway)."""
+    await service_client.create_rest_client().delete_checkpoint_from_tinker_path_async(tinker_path)
+
+
+async def snapshot_policy(
+    name: str, settings: LoopSettings, training_client: Any, course: Any
+) -> SnapshotCompleter:
+    """The current weights as sampler checkpoint `name`, served by Sail with the run's settings."""
+    return await sail_policy(
+        training_client,
+        course.service_client,
+        course.adapter_config,
+        name,
+        model_name=course.model_name,
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        completion_window=settings.completion_window,
+    )
+
+
+def train_step_metrics(data: list[Any], learner_logprobs: list[torch.Tensor]) -> dict[str, float]:
+    """Importance weights, loss and sampler-learner KL of one step's datums.
+
+    `learner_logprobs` is what `train_step` returns: for each datum, Tinker's logprob of
+    each target token before the update. Prompt positions (mask 0) are not completion
+    tokens and carry no advantage.
+    """
+    weights, loss = [], 0.0
+    for datum, learner in zip(data, learner_logprobs, strict=True):
+        inputs = datum.loss_fn_inputs
+        weight = torch.exp(learner - inputs["logprobs"].to_torch())
+        weights.append(weight[inputs["mask"].to_torch() > 0])
+        loss -= float((weight * inputs["advantages"].to_torch()).sum())
+    weights = torch.cat(weights)
+    return {
+        "optim/loss_sum": loss,
+        "optim/importance_weight_mean": float(weights.mean()),
+        "optim/importance_weight_min": float(weights.min()),
+        "optim/importance_weight_max": float(weights.max()),
+        **compute_kl_sample_train(data, learner_logprobs),
+    }
+
+
 async def run_step(
     step: int,
     rows: list[dict],
@@ -102,35 +149,36 @@ async def run_step(
 ) -> dict:
     """One step of the loop; returns the metrics that notebook 03 logs and plots."""
     started = time.monotonic()
-    policy = await sail_policy(
-        training_client,
-        course.service_client,
-        course.adapter_config,
-        f"{settings.run_name}-step-{step}",
-        model_name=course.model_name,
-        max_tokens=settings.max_tokens,
-        temperature=settings.temperature,
-        completion_window=settings.completion_window,
+    policy = await snapshot_policy(
+        f"{settings.run_name}-step-{step}", settings, training_client, course
     )
     saved = time.monotonic()
 
     builders = [MathGroupBuilder(row, course.renderer, settings.group_size) for row in rows]
     groups, dropped_rollouts = await rollout_groups(builders, policy)
+    await delete_checkpoint(course.service_client, policy.checkpoint_path)  # Sail is done with it
     sampled = time.monotonic()
 
+    well_formed = [m for m in rollout_metrics(groups) if m["format"]]
     training_groups, degenerate_groups = split_degenerate_groups(groups)
-    data = []
+    data, training_metrics = [], {}
     if training_groups:  # a step with nothing to learn from is skipped, not fatal
         advantages = compute_advantages(training_groups)
         data, _ = assemble_training_data(training_groups, advantages)
-        await train_step(
+        optim_metrics: dict[str, float] = {}  # train_step adds what Tinker's optim_step reports
+        learner_logprobs = await train_step(
             data_D=data,
             training_client=training_client,
             learning_rate=settings.learning_rate,
             num_substeps=1,
             loss_fn="importance_sampling",
-            metrics={},
+            metrics=optim_metrics,
         )
+        training_metrics = {
+            "advantage_abs_mean": float(torch.cat(advantages).abs().mean()),
+            **optim_metrics,
+            **train_step_metrics(data, learner_logprobs),
+        }
     trained = time.monotonic()
 
     return {
@@ -138,6 +186,9 @@ async def run_step(
         "reward": mean_reward(groups),
         "correct": metric_rate(groups, "correct"),
         "format": metric_rate(groups, "format"),
+        "correct_given_format": (
+            sum(m["correct"] for m in well_formed) / len(well_formed) if well_formed else 0.0
+        ),
         "degenerate_pct": 100.0 * len(degenerate_groups) / len(groups) if groups else 100.0,
         "skipped": not training_groups,
         "datums": len(data),
@@ -145,26 +196,145 @@ async def run_step(
         "save_s": saved - started,
         "sample_s": sampled - saved,
         "train_s": trained - sampled,
+        **training_metrics,
     }
+
+
+SCORES = ("reward", "correct", "format", "correct_given_format")
+COUNTS = ("samples", "reward", "correct", "format", "correct_and_format")
+EXAMPLES_KEPT = 3  # first answers kept per evaluation, to read side by side
+
+
+def problem_counts(groups: list[TrajectoryGroup], rows: list[dict]) -> list[dict]:
+    """Per problem, in `rows` order: its samples, and their summed reward, correct, format
+    and correct-and-format. A problem whose samples all failed keeps zero counts."""
+    counts = {row["question"]: dict.fromkeys(COUNTS, 0.0) for row in rows}
+    for group in groups:
+        for trajectory, reward in zip(group.trajectories_G, group.get_total_rewards(), strict=True):
+            last = trajectory.transitions[-1]
+            problem = counts[last.logs["question"]]  # MathEnv logs which problem it scored
+            problem["samples"] += 1
+            problem["reward"] += reward
+            problem["correct"] += last.metrics["correct"]
+            problem["format"] += last.metrics["format"]
+            problem["correct_and_format"] += last.metrics["correct"] * last.metrics["format"]
+    return list(counts.values())
+
+
+def scores(counts: dict) -> dict:
+    """Pooled scores from summed counts (numbers, or arrays of resampled sums)."""
+    samples = np.maximum(counts["samples"], 1)
+    return {
+        "reward": counts["reward"] / samples,
+        "correct": counts["correct"] / samples,
+        "format": counts["format"] / samples,
+        "correct_given_format": counts["correct_and_format"] / np.maximum(counts["format"], 1),
+    }
+
+
+def first_answers(groups: list[TrajectoryGroup], rows: list[dict], renderer: Any) -> list[dict]:
+    """The first sampled answer to each of the first EXAMPLES_KEPT problems, to read."""
+    answered = {}
+    for group in groups:
+        first = group.trajectories_G[0]
+        answered.setdefault(first.transitions[-1].logs["question"], (first, group))
+    examples = []
+    for row in rows[:EXAMPLES_KEPT]:
+        if row["question"] in answered:
+            trajectory, group = answered[row["question"]]
+            text = renderer.tokenizer.decode(trajectory.transitions[0].ac.tokens)
+            examples.append(
+                {
+                    "question": row["question"],
+                    "answer": final_answer(row["answer"]),
+                    "completion": text if len(text) <= 300 else "…" + text[-300:],
+                    "reward": group.get_total_rewards()[0],
+                }
+            )
+    return examples
 
 
 async def evaluate(policy: Any, rows: list[dict], renderer: Any, samples_per_problem: int) -> dict:
-    """Score `policy` on `rows` without training: reward, correct, format, and their mix.
+    """Score `policy` on `rows` without training.
 
-    "correct_given_format" separates the two skills: of the well-formed answers, how
-    many are right. Format alone can lift the reward by up to 0.1.
+    Returns the scores pooled over every sample (see `scores`; "correct_given_format" is,
+    of the well-formed answers, how many are right), `samples`, `dropped_rollouts`, the
+    counts per problem that the intervals resample (`problems`), and a few `examples`.
     """
     builders = [MathGroupBuilder(row, renderer, samples_per_problem) for row in rows]
     groups, dropped = await rollout_groups(builders, policy, min_successful=1)
-    outcomes = rollout_metrics(groups)
-    well_formed = [m for m in outcomes if m["format"]]
+    problems = problem_counts(groups, rows)
+    totals = {key: sum(problem[key] for problem in problems) for key in COUNTS}
     return {
-        "reward": mean_reward(groups),
-        "correct": metric_rate(groups, "correct"),
-        "format": metric_rate(groups, "format"),
-        "correct_given_format": (
-            sum(m["correct"] for m in well_formed) / len(well_formed) if well_formed else 0.0
-        ),
-        "samples": len(outcomes),
+        **{score: float(value) for score, value in scores(totals).items()},
+        "samples": int(totals["samples"]),
         "dropped_rollouts": dropped,
+        "problems": problems,
+        "examples": first_answers(groups, rows, renderer),
     }
+
+
+def bootstrap_interval(
+    before: list[dict], after: list[dict] | None = None, resamples: int = 2000, seed: int = 0
+) -> dict[str, tuple[float, float]]:
+    """The 95% interval of each score of `before` (counts per problem), or, given `after`
+    (the same problems in the same order), of each gain after - before.
+
+    Whole problems are resampled, with replacement; for a gain, each resample takes the
+    same problems before and after. The fixed `seed` makes every interval repeat exactly.
+    """
+    pick = np.random.default_rng(seed).integers(0, len(before), size=(resamples, len(before)))
+
+    def resampled(problems: list[dict]) -> dict:
+        return scores(
+            {key: np.array([p[key] for p in problems])[pick].sum(axis=1) for key in COUNTS}
+        )
+
+    values = resampled(before)
+    if after is not None:
+        values = {score: value - values[score] for score, value in resampled(after).items()}
+    return {
+        score: (float(np.percentile(value, 2.5)), float(np.percentile(value, 97.5)))
+        for score, value in values.items()
+    }
+
+
+def compare(before: dict, after: dict) -> dict[str, dict]:
+    """Each score before and after training, and its gain, each with its 95% interval."""
+    intervals = {
+        "before": bootstrap_interval(before["problems"]),
+        "after": bootstrap_interval(after["problems"]),
+        "gain": bootstrap_interval(before["problems"], after["problems"]),
+    }
+    return {
+        score: {
+            "before": before[score],
+            "after": after[score],
+            "gain": after[score] - before[score],
+            **{f"{when}_interval": interval[score] for when, interval in intervals.items()},
+        }
+        for score in SCORES
+    }
+
+
+async def evaluate_now(
+    name: str,
+    held_out_sets: dict[str, list[dict]],
+    settings: LoopSettings,
+    samples_per_problem: int,
+    training_client: Any,
+    course: Any,
+) -> dict[str, dict]:
+    """Serve the current weights as sampler checkpoint `name`; score every held-out set."""
+    policy = await snapshot_policy(name, settings, training_client, course)
+    results = await asyncio.gather(
+        *(
+            evaluate(policy, rows, course.renderer, samples_per_problem)
+            for rows in held_out_sets.values()
+        )
+    )
+    await delete_checkpoint(course.service_client, policy.checkpoint_path)
+    return dict(zip(held_out_sets, results, strict=True))
+
+
+STATE_TTL_SECONDS = 7 * 24 * 3600  # a run's training state lives a week

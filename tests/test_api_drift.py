@@ -88,7 +88,24 @@ CALLS: list[tuple[str, tuple, dict[str, Any]]] = [
             "metrics": {},
         },
     ),
-    ("tinker.TrainingClient.save_state_async", (SENTINEL, "name"), {"ttl_seconds": 3600}),
+    ("tinker_cookbook.rl.metrics.compute_kl_sample_train", (SENTINEL, SENTINEL), {}),
+    (
+        "tinker.ServiceClient.create_lora_training_client_async",
+        (SENTINEL,),
+        {"base_model": "moonshotai/Kimi-K2.6", "rank": 32, "seed": 0},
+    ),
+    (
+        "tinker.TrainingClient.save_state_async",
+        (SENTINEL, "name"),
+        {"ttl_seconds": 3600, "overwrite": True},
+    ),
+    ("tinker.ServiceClient.create_rest_client", (SENTINEL,), {}),
+    (
+        "tinker.lib.public_interfaces.rest_client.RestClient"
+        ".delete_checkpoint_from_tinker_path_async",
+        (SENTINEL, "tinker://run/sampler_weights/x"),
+        {},
+    ),
     ("tinker.TrainingClient.load_state_with_optimizer_async", (SENTINEL, "tinker://x"), {}),
     ("tinker_cookbook.rl.types.TrajectoryGroup.get_total_rewards", (SENTINEL,), {}),
     # Notebook 04: sandboxed rollouts.
