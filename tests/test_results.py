@@ -324,24 +324,18 @@ def test_notebook_02_exercises_change_what_they_say(tmp_path: Path) -> None:
         ).cells
         if 'for window in ("balanced", "flex"):' in c.source
     )
-    fresh = window_cell.replace(
-        "tinker_lora_name=policy.tinker_lora_name", 'tinker_lora_name=f"{name}-fresh"'
-    )
-    assert fresh != window_cell
     probe_code = "\n".join(
         [
-            # The fourth exercise, as written: delete, run the window cell again, then again
-            # under a new tinker_lora_name.
+            # The fourth exercise, as written: delete, then run the window cell again.
             "await course.service_client.create_rest_client()"
             ".delete_checkpoint_from_tinker_path_async(policy.checkpoint_path)",
-            window_cell,
-            "fresh_error = None",
+            "deleted_error = None",
             "try:",
-            textwrap.indent(fresh, "    "),
+            textwrap.indent(window_cell, "    "),
             "except Exception as error:",
-            "    fresh_error = str(error)",
+            "    deleted_error = str(error)",
             "logprobs = [lp for t in group.trajectories_G for lp in t.transitions[0].ac.logprobs]",
-            f'print("{PROBE}" + json.dumps({{"rows": rows, "fresh_error": fresh_error, '
+            f'print("{PROBE}" + json.dumps({{"rows": rows, "deleted_error": deleted_error, '
             '"mean_logprob": sum(logprobs) / len(logprobs)}))',
         ]
     )
@@ -371,5 +365,5 @@ def test_notebook_02_exercises_change_what_they_say(tmp_path: Path) -> None:
     # target_modules: the local stack names the key that differs.
     mismatch = printed(hot_run, "mismatched = sail.SailTokenCompleter(")
     assert "target_modules" in mismatch and "does not match" in mismatch
-    # Deleted checkpoint: the cached name still samples; a new name must fetch, and fails.
-    assert hot_seen["fresh_error"] and "404" in hot_seen["fresh_error"]
+    # Deleted checkpoint: the local stack fetches the archive again, and it is gone.
+    assert hot_seen["deleted_error"] and "404" in hot_seen["deleted_error"]
