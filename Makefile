@@ -18,7 +18,7 @@ export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
 
-.PHONY: run test lab bench lint install helpers wheelhouse doctor stop clean clean-notebooks
+.PHONY: run test test-notebooks lab bench lint install helpers wheelhouse doctor stop clean clean-notebooks
 
 # Refuse an older Python in one sentence, before a .venv is created with it. (doctor, stop
 # and clean still run, so doctor can say what else to fix.)
@@ -49,9 +49,13 @@ wheelhouse: | $(PYTHON)
 run: $(STAMP)
 	$(PYTHON) scripts/run_notebooks.py
 
-## make test: the whole test suite (what CI runs): tests/, then every notebook under nbval
+## make test: every test but the whole-notebook scenarios (each notebook still runs once, small)
 test: $(STAMP)
-	$(PYTHON) -m pytest tests --nbval-lax notebooks
+	$(PYTHON) -m pytest tests -m "not notebooks"
+
+## make test-notebooks: every notebook with its defaults under nbval, and the scenario runs
+test-notebooks: $(STAMP)
+	$(PYTHON) -m pytest tests --nbval-lax notebooks -m notebooks
 
 ## make lab: JupyterLab on notebooks/, with the .venv kernel
 lab: $(STAMP)

@@ -28,6 +28,26 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("JPY_SESSION_NAME", None)  # notebooks log plain lines, as under papermill
 
 
+# The one papermill run per notebook with small parameters stays in `make test`: it proves
+# each notebook runs end to end. Every other whole-notebook run is a scenario (defaults under
+# nbval, faults, kills, exercises, other platforms) and belongs to `make test-notebooks`.
+SMOKE_TEST = "test_notebook_runs_with_small_parameters"
+SCENARIO_MODULES = {"test_results.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every whole-notebook scenario run `notebooks`, so `-m` can split the suite."""
+    for item in items:
+        runs_a_notebook = (
+            item.path.suffix == ".ipynb"  # nbval: the notebook with its defaults
+            or item.path.name in SCENARIO_MODULES
+            or "run_env" in getattr(item, "fixturenames", ())
+        )
+        if runs_a_notebook and getattr(item, "originalname", item.name) != SMOKE_TEST:
+            item.add_marker(pytest.mark.notebooks)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop the stack the session's kernels and tests shared: stacks outlive their kernels."""
     from local_stack.supervisor import stop_local_stack
