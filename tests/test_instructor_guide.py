@@ -18,6 +18,8 @@ from helpers.errors import CourseConfigError
 from helpers.kimi import offline_kimi_tokenizer
 from helpers.params import check_shipping_params
 from helpers.scoring import MathEnv, final_answer
+from local_stack.http import ApiError
+from local_stack.sail.adapters import INVALID_RANK, check_lora_config
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "instructor.md"
@@ -156,3 +158,50 @@ def test_a_lora_name_with_capitals_stops_in_one_sentence() -> None:
             keep_on_sail=False,
         )
     assert str(refused.value).count(". ") == 0
+
+
+def test_a_rank_64_config_fails_as_the_guide_says() -> None:
+    config = json.loads((ROOT / "tinker_adapter_config.json").read_text())
+    with pytest.raises(ApiError) as refused:
+        check_lora_config({**config, "r": 64})
+    section = " ".join(guide_section("08_ship_the_adapter").split())
+    assert refused.value.code == INVALID_RANK and f"`{INVALID_RANK}`" in section
+    assert "has rank [64]; ranks must be integers from 1 to 32" in str(refused.value)
+    assert "rank [64] and ranks must be integers from 1 to 32" in section
+
+
+def test_eight_tokens_stop_on_length_and_pay_the_format_penalty(local_stack, renderer) -> None:
+    """Notebook 02's "Set max_tokens to 8", as the guide solves it, on the local stack."""
+    import tinker
+
+    from helpers.serving import sail_policy
+
+    async def sample() -> list[tuple[str, float]]:
+        service = tinker.ServiceClient()
+        config = json.loads((ROOT / "tinker_adapter_config.json").read_text())
+        training = await service.create_lora_training_client_async(
+            base_model=config["base_model_name_or_path"], rank=config["r"]
+        )
+        policy = await sail_policy(
+            training,
+            service,
+            config,
+            "guide-eight-tokens",
+            model_name=config["base_model_name_or_path"],
+            max_tokens=8,
+            temperature=1.0,
+        )
+        env = MathEnv("What is 16 minus 2?", "16 - 2 = 14.", renderer)
+        prompt, stop = await env.initial_observation()
+        results = []
+        for _ in range(4):
+            sampled = await policy(prompt, stop)
+            reward = await MathEnv("What is 16 minus 2?", "14", renderer).step(sampled.tokens)
+            results.append((len(sampled.tokens), reward.reward))
+        return results
+
+    results = asyncio.run(sample())
+    assert all(length == 8 for length, _ in results), results  # every sample hit max_tokens
+    assert all(reward <= 0.9 for _, reward in results), results
+    assert sum(reward == -0.1 for _, reward in results) >= 3, results
+    assert "nearly all get **−0.1**" in " ".join(guide_section("02_snapshot_and_serve").split())
