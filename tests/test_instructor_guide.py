@@ -1,0 +1,207 @@
+"""docs/instructor.md: it covers every notebook and every "Try this", and its checkable claims hold.
+
+The guide names notebooks by their final names (after renumbering into reading order). Until a
+notebook is renamed, its current file stands in for it; a notebook that does not exist yet
+must have a section saying it is being written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers.errors import CourseConfigError
+from helpers.kimi import offline_kimi_tokenizer
+from helpers.params import check_shipping_params
+from helpers.scoring import MathEnv, final_answer
+from local_stack.http import ApiError
+from local_stack.sail.adapters import INVALID_RANK, check_lora_config
+
+ROOT = Path(__file__).resolve().parent.parent
+GUIDE = ROOT / "docs" / "instructor.md"
+NOTEBOOKS = ROOT / "notebooks"
+# Final name -> the name the notebook has before renumbering (None: not written yet).
+FINAL_TO_CURRENT = {
+    "01_scoring": "01_scoring",
+    "02_snapshot_and_serve": "02_snapshot_and_serve",
+    "03_one_grpo_step": "03_one_grpo_step",
+    "04_training_loop": "03_training_loop",
+    "05_compare_runs": None,
+    "06_faster_loops": None,
+    "07_sandboxed_rollouts": "04_sandboxed_rollouts",
+    "08_ship_the_adapter": "09_ship_the_adapter",
+}
+END = "<|im_end|>"
+
+
+def notebook_file(final: str) -> Path | None:
+    """The notebook the guide means by `final`: the renamed file, else today's, else None."""
+    for name in (final, FINAL_TO_CURRENT[final]):
+        if name and (NOTEBOOKS / f"{name}.ipynb").exists():
+            return NOTEBOOKS / f"{name}.ipynb"
+    return None
+
+
+def guide_section(final: str) -> str:
+    """The text under the guide's `### <final>` heading, up to the next heading."""
+    text = GUIDE.read_text()
+    match = re.search(rf"^### {final}\b.*?(?=^##)", text, flags=re.S | re.M)
+    assert match, f"docs/instructor.md has no section '### {final}'"
+    return match.group(0)
+
+
+def _normalise(text: str) -> str:
+    """Lower-case words without markup or edge punctuation; notebook numbers left out (they
+    change when the notebooks are renumbered)."""
+    text = re.sub(r"notebook \d\d", "notebook NN", text.replace("`", "").replace("*", ""))
+    return " ".join(word.strip(",:;.()") for word in text.lower().split())
+
+
+def try_this_keys(notebook: Path) -> list[str]:
+    """The first four words of each "Try this" bullet: how the guide names each exercise."""
+    cells = json.loads(notebook.read_text())["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert "## Try this" in text, f"{notebook.name} has no 'Try this' section"
+    bullets = [
+        line[2:] for line in text.split("## Try this", 1)[1].splitlines() if line.startswith("- ")
+    ]
+    assert bullets, f"{notebook.name}'s 'Try this' has no bullets"
+    return [" ".join(_normalise(bullet).split()[:4]) for bullet in bullets]
+
+
+@pytest.mark.parametrize("final", list(FINAL_TO_CURRENT))
+def test_every_notebook_has_a_section(final: str) -> None:
+    section = guide_section(final)
+    if notebook_file(final) is None:
+        assert "being written" in section, f"{final} does not exist, and its section says not why"
+
+
+def test_every_notebook_the_guide_names_exists_or_is_being_written() -> None:
+    named = set(re.findall(r"\b(0\d_[a-z_]+[a-z])\b", GUIDE.read_text()))
+    assert named, "the guide names no notebook"
+    for name in named:
+        assert name in FINAL_TO_CURRENT, f"the guide names {name}, which is no final notebook name"
+        if notebook_file(name) is None:
+            assert "being written" in guide_section(name)
+
+
+@pytest.mark.parametrize("final", [f for f in FINAL_TO_CURRENT if notebook_file(f) is not None])
+def test_guide_solves_every_try_this(final: str) -> None:
+    section = _normalise(guide_section(final))
+    assert "try this solutions" in section
+    missing = [key for key in try_this_keys(notebook_file(final)) if key not in section]
+    assert not missing, f"docs/instructor.md's {final} has no solution starting with {missing}"
+
+
+def test_diagram_exists_and_the_readme_and_guide_show_it() -> None:
+    diagram = ROOT / "docs" / "architecture.svg"
+    svg = diagram.read_text()
+    assert svg.lstrip().startswith(("<?xml", "<svg")) and "</svg>" in svg
+    for label in ("Tinker", "Sail", "Sandbox", "local stack"):
+        assert label in svg, f"the diagram has no label {label!r}"
+    assert re.search(r"!\[[^\]]*\]\(docs/architecture\.svg\)", (ROOT / "README.md").read_text())
+    assert re.search(r"!\[[^\]]*\]\(architecture\.svg\)", GUIDE.read_text())
+
+
+def test_every_make_target_the_guide_names_exists() -> None:
+    targets = set(re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(), flags=re.M))
+    text = GUIDE.read_text()
+    # A notebook being written may come with its own target (issue 15's `make sweep`).
+    for final in FINAL_TO_CURRENT:
+        if notebook_file(final) is None:
+            text = text.replace(guide_section(final), "")
+    named = set(re.findall(r"`make ([a-z-]+)", text))
+    assert named and named <= targets, f"the guide names missing targets {named - targets}"
+
+
+# The guide's solutions for notebook 01 state rewards; these are cheap to check exactly.
+def reward(renderer, question: str, reference: str, completion: str) -> float:
+    env = MathEnv(question, reference, renderer)
+    return asyncio.run(env.step(offline_kimi_tokenizer().encode(completion))).reward
+
+
+@pytest.mark.parametrize(
+    ("reference", "completion", "expected"),
+    [
+        ("3 - 5 = -2.", rf"</think>\boxed{{-2}}{END}", 1.0),  # the minus sign is kept
+        ("7 + 12 = 19.", rf"</think>\boxed{{19.0}}{END}", 1.0),  # 19.0 normalises to 19
+        ("7 + 12 = 19.", rf"</think>\boxed{{nineteen}}{END}", 0.0),  # well formed, not equal
+    ],
+)
+def test_scoring_solutions(renderer, reference: str, completion: str, expected: float) -> None:
+    assert reward(renderer, "q", reference, completion) == pytest.approx(expected)
+    assert f"**{expected:g}**" in guide_section("01_scoring")
+
+
+def test_the_guides_fooling_reference_fools_final_answer() -> None:
+    section = " ".join(guide_section("01_scoring").split())
+    reference = "He has 7 + 5 = 12 apples, 2 more than Sam."
+    assert reference in section and "(`final_answer` gives 2)" in section
+    assert final_answer(reference) == "2"
+
+
+def test_a_lora_name_with_capitals_stops_in_one_sentence() -> None:
+    with pytest.raises(CourseConfigError, match=r"a-z, 0-9 and '-'") as refused:
+        check_shipping_params(
+            backend="local",
+            run_name="arithmetic",
+            short_run_steps=12,
+            lora_name="Course_Adapter",
+            parity_problems=4,
+            table_problems=8,
+            max_tokens=None,
+            seed=0,
+            keep_on_sail=False,
+        )
+    assert str(refused.value).count(". ") == 0
+
+
+def test_a_rank_64_config_fails_as_the_guide_says() -> None:
+    config = json.loads((ROOT / "tinker_adapter_config.json").read_text())
+    with pytest.raises(ApiError) as refused:
+        check_lora_config({**config, "r": 64})
+    section = " ".join(guide_section("08_ship_the_adapter").split())
+    assert refused.value.code == INVALID_RANK and f"`{INVALID_RANK}`" in section
+    assert "has rank [64]; ranks must be integers from 1 to 32" in str(refused.value)
+    assert "rank [64] and ranks must be integers from 1 to 32" in section
+
+
+def test_eight_tokens_stop_on_length_and_pay_the_format_penalty(local_stack, renderer) -> None:
+    """Notebook 02's "Set max_tokens to 8", as the guide solves it, on the local stack."""
+    import tinker
+
+    from helpers.serving import sail_policy
+
+    async def sample() -> list[tuple[str, float]]:
+        service = tinker.ServiceClient()
+        config = json.loads((ROOT / "tinker_adapter_config.json").read_text())
+        training = await service.create_lora_training_client_async(
+            base_model=config["base_model_name_or_path"], rank=config["r"]
+        )
+        policy = await sail_policy(
+            training,
+            service,
+            config,
+            "guide-eight-tokens",
+            model_name=config["base_model_name_or_path"],
+            max_tokens=8,
+            temperature=1.0,
+        )
+        env = MathEnv("What is 16 minus 2?", "16 - 2 = 14.", renderer)
+        prompt, stop = await env.initial_observation()
+        results = []
+        for _ in range(4):
+            sampled = await policy(prompt, stop)
+            reward = await MathEnv("What is 16 minus 2?", "14", renderer).step(sampled.tokens)
+            results.append((len(sampled.tokens), reward.reward))
+        return results
+
+    results = asyncio.run(sample())
+    assert all(length == 8 for length, _ in results), results  # every sample hit max_tokens
+    assert all(reward <= 0.9 for _, reward in results), results
+    assert sum(reward == -0.1 for _, reward in results) >= 3, results
+    assert "nearly all get **−0.1**" in " ".join(guide_section("02_snapshot_and_serve").split())
