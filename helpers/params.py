@@ -271,6 +271,7 @@ def check_one_step_params(
     learning_rate: float | None,
     max_tokens: int | None,
     temperature: float,
+    budget_sampled_tokens: int,
 ) -> None:
     """Every parameter of the one-step notebook, in the order its parameters cell lists them."""
     check_backend(backend)
@@ -284,6 +285,7 @@ def check_one_step_params(
     )
     check_max_tokens(max_tokens, backend)
     check_temperature(temperature)
+    check_budget_param(budget_sampled_tokens)
 
 
 # Notebook 09's own limits. Sail's rule for LoRA names; the tables stay readable.

@@ -144,22 +144,29 @@ def test_cloud_defaults_print_the_estimate_before_any_request_and_fit_the_budget
     assert get_stats(local_stack.url) == before
 
 
+# Each spending notebook with a cap, and the most its cloud defaults can sample: notebook
+# 03_one_grpo_step draws 16 x 8 rollouts up to three times.
+CAPPED = [(NOTEBOOK, CLOUD_SAMPLED_TOKENS), ("03_one_grpo_step.ipynb", 3 * 16 * 8 * 1024)]
+
+
+@pytest.mark.parametrize(("notebook", "ceiling"), CAPPED)
 def test_over_budget_cloud_run_stops_in_the_check_cell_with_no_request(
-    local_stack, tmp_path: Path
+    notebook: str, ceiling: int, local_stack, tmp_path: Path
 ) -> None:
     env = {**os.environ, "COURSE_RUNS_DIR": str(tmp_path / "runs")}
     before = get_stats(local_stack.url)
-    out = tmp_path / NOTEBOOK
+    out = tmp_path / notebook
     code, _ = finish(
-        papermill(NOTEBOOK, out, {"backend": "cloud", "budget_sampled_tokens": 1000}, env)
+        papermill(notebook, out, {"backend": "cloud", "budget_sampled_tokens": 1000}, env)
     )
     assert code != 0
     cells = [c for c in _cells(out) if c.cell_type == "code"]
     [failed] = [c for c in cells if any(o.output_type == "error" for o in c.get("outputs", []))]
     [error] = [o for o in failed.outputs if o.output_type == "error"]
     assert error.ename == "CourseConfigError"
-    assert f"{CLOUD_SAMPLED_TOKENS:,}" in error.evalue and "1,000" in error.evalue
-    assert "check_training_params(" in failed.source and "helpers.connect(" not in failed.source
+    assert f"{ceiling:,}" in error.evalue and "budget_sampled_tokens = 1,000" in error.evalue
+    assert ceiling <= DEFAULT_BUDGET_SAMPLED_TOKENS  # the defaults alone are never refused
+    assert "check_" in failed.source and "helpers.connect(" not in failed.source
     after_failure = cells[cells.index(failed) + 1 :]
     assert all(not c.get("outputs") for c in after_failure)  # nothing later ran
     assert failed.metadata.papermill.duration < 5
