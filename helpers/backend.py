@@ -17,6 +17,7 @@ import tinker
 from datasets import load_dataset
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
+from helpers.defaults import BACKEND_DEFAULTS
 from helpers.errors import install_short_errors
 from helpers.kimi import MODEL_NAME, kimi_renderer
 from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
@@ -27,13 +28,6 @@ ADAPTER_CONFIG_PATH = Path(__file__).resolve().parent.parent / "tinker_adapter_c
 CLOUD_DATASET = "microsoft/orca-math-word-problems-200k"
 CLOUD_TRAIN_ROWS = TRAIN_PROBLEMS["cloud"]
 CLOUD_HELD_OUT_ROWS = HELD_OUT_PROBLEMS["cloud"]
-# Settings that depend on the model behind the backend: Kimi K2.6 thinks at length and
-# needs the guide's small learning rate; the local tiny model answers in ~20 tokens and,
-# with ~100k parameters, needs a much larger one.
-BACKEND_DEFAULTS = {
-    "local": {"max_tokens": 24, "learning_rate": 1e-3},
-    "cloud": {"max_tokens": 1024, "learning_rate": 1e-5},
-}
 
 
 @dataclass

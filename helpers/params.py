@@ -43,6 +43,7 @@ MAX_STEPS = 10_000
 MAX_LEARNING_RATE = 1.0
 MAX_SEED = 2**32 - 1
 MAX_BOOT_SECONDS = 60.0
+MAX_BUDGET_SAMPLED_TOKENS = 10**12
 
 
 def check_backend(backend: str) -> None:
@@ -195,7 +196,7 @@ def check_serving_params(
 def check_training_params(
     *,
     backend: str,
-    steps: int,
+    steps: int | None,
     group_size: int,
     groups_per_step: int,
     learning_rate: float | None,
@@ -204,12 +205,13 @@ def check_training_params(
     seed: int,
     completion_window: str,
     run_name: str,
-    eval_problems: int,
-    eval_samples: int,
+    eval_problems: int | None,
+    eval_samples: int | None,
+    budget_sampled_tokens: int,
 ) -> None:
     """Every parameter of notebook 03, in the order its parameters cell lists them."""
     check_backend(backend)
-    check_whole_number("steps", steps, 1, MAX_STEPS)
+    check_whole_number("steps", steps, 1, MAX_STEPS, none_ok=True)
     # GRPO compares samples of the same prompt: one sample has nothing to compare with.
     check_group_size(group_size, 2)
     train = TRAIN_PROBLEMS[backend]
@@ -227,10 +229,21 @@ def check_training_params(
     check_run_name(run_name)
     held_out = HELD_OUT_PROBLEMS[backend]
     check_whole_number(
-        "eval_problems", eval_problems, 1, held_out, why=_holds(backend, held_out, "held-out")
+        "eval_problems",
+        eval_problems,
+        1,
+        held_out,
+        why=_holds(backend, held_out, "held-out"),
+        none_ok=True,
     )
-    check_whole_number("eval_samples", eval_samples, 1, MAX_GROUP_SIZE)
-    check_batch(("eval_problems", "eval_samples"), (eval_problems, eval_samples))
+    check_whole_number("eval_samples", eval_samples, 1, MAX_GROUP_SIZE, none_ok=True)
+    if eval_problems is not None and eval_samples is not None:
+        check_batch(("eval_problems", "eval_samples"), (eval_problems, eval_samples))
+    check_budget_param(budget_sampled_tokens)
+
+
+def check_budget_param(value: object) -> None:
+    check_whole_number("budget_sampled_tokens", value, 0, MAX_BUDGET_SAMPLED_TOKENS)
 
 
 def check_sandbox_params(
@@ -258,6 +271,7 @@ def check_one_step_params(
     learning_rate: float | None,
     max_tokens: int | None,
     temperature: float,
+    budget_sampled_tokens: int,
 ) -> None:
     """Every parameter of the one-step notebook, in the order its parameters cell lists them."""
     check_backend(backend)
@@ -271,6 +285,7 @@ def check_one_step_params(
     )
     check_max_tokens(max_tokens, backend)
     check_temperature(temperature)
+    check_budget_param(budget_sampled_tokens)
 
 
 # Notebook 09's own limits. Sail's rule for LoRA names; the tables stay readable.

@@ -20,6 +20,7 @@ from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
 from tinker_cookbook.rl.types import TrajectoryGroup
 
+from helpers.cost import sampled_tokens
 from helpers.rollout_failures import CountingPolicy
 from helpers.scoring import MathGroupBuilder, final_answer
 from helpers.serving import SnapshotCompleter, sail_policy
@@ -193,6 +194,7 @@ async def run_step(
         "skipped": not training_groups,
         "datums": len(data),
         "dropped_rollouts": dropped_rollouts,
+        "sampled_tokens": sampled_tokens(groups),  # what the cloud bills for sampling
         "save_s": saved - started,
         "sample_s": sampled - saved,
         "train_s": trained - sampled,

@@ -76,9 +76,10 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
             "run_name": "run",
             "eval_problems": 10,
             "eval_samples": 1,
+            "budget_sampled_tokens": 1_000_000,
         },
         {
-            "steps": ([1, 10_000], [0, 10_001, *NOT_WHOLE]),
+            "steps": ([None, 1, 10_000], [0, 10_001, *NOT_WHOLE]),
             "group_size": ([2, 64], [1, 0, 65, 1_000_000, *NOT_WHOLE]),
             "groups_per_step": ([1, 1467], [0, 1468, 5000, *NOT_WHOLE]),
             "learning_rate": ([None, 1e-9, 1, 1.0], [0, -1e-3, 1.01, *NOT_NUMBERS]),
@@ -87,8 +88,9 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
             "seed": ([0, 2**32 - 1], [-1, 2**32, *NOT_WHOLE]),
             "completion_window": (["balanced", "flex"], ["asap", "priority", None]),
             "run_name": (["a", "a" * 64, "run-1.b_2"], ["", "a" * 65, "../up", "a b", None, 3]),
-            "eval_problems": ([1, 399], [0, 400, *NOT_WHOLE]),
-            "eval_samples": ([1, 64], [0, 65, *NOT_WHOLE]),
+            "eval_problems": ([None, 1, 399], [0, 400, *NOT_WHOLE]),
+            "eval_samples": ([None, 1, 64], [0, 65, *NOT_WHOLE]),
+            "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
     ),
     "04_sandboxed_rollouts.ipynb": (
