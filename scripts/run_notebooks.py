@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -39,11 +41,19 @@ def main() -> int:
     out_dir.mkdir(parents=True)
     given = {"run_name": stamp, **dict(args.p)}
     print(f"executing notebooks into {out_dir.relative_to(ROOT)}/")
-    start_stack = given.get("backend", "local") == "local" and running_local_stack() is None
+    with local_stack_for(given.get("backend", "local")):
+        return run_all(out_dir, given)
+
+
+@contextmanager
+def local_stack_for(backend: str) -> Iterator[None]:
+    """On the local backend, a stack for the kernels run meanwhile: the running one, left
+    running, or one started first (so no kernel waits for it) and stopped at the end."""
+    start_stack = backend == "local" and running_local_stack() is None
     if start_stack:
         ensure_local_stack()
     try:
-        return run_all(out_dir, given)
+        yield
     finally:
         if start_stack:
             stop_local_stack()
@@ -56,21 +66,26 @@ def run_all(out_dir: Path, given: dict[str, str]) -> int:
         parameters = {name: _literal(v) for name, v in given.items() if name in declared}
         start = time.monotonic()
         try:
-            papermill.execute_notebook(
-                str(notebook),
-                str(out_dir / notebook.name),
-                parameters=parameters,
-                cwd=str(ROOT / "notebooks"),
-                kernel_name="python3",
-                progress_bar=False,
-                config=KERNEL_CONFIG,
-            )
+            execute(notebook, out_dir / notebook.name, parameters)
             status = "ok"
         except Exception as error:  # report and go on: later notebooks may still run
             status = f"failed ({type(error).__name__})"
             failed += 1
         print(f"{notebook.name:36s} {time.monotonic() - start:6.1f} s  {status}", flush=True)
     return 1 if failed else 0
+
+
+def execute(notebook: Path, out: Path, parameters: dict) -> None:
+    """Run `notebook` on the python3 kernel, in notebooks/, into `out`; raise if a cell fails."""
+    papermill.execute_notebook(
+        str(notebook),
+        str(out),
+        parameters=parameters,
+        cwd=str(ROOT / "notebooks"),
+        kernel_name="python3",
+        progress_bar=False,
+        config=KERNEL_CONFIG,
+    )
 
 
 def _literal(value: str) -> object:
