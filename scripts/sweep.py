@@ -45,10 +45,11 @@ NOTEBOOK = ROOT / "notebooks" / "03_training_loop.ipynb"
 DEFAULT_GRID = ROOT / "sweeps" / "default.toml"
 COMPARE_NOTEBOOK = "notebooks/05_compare_runs.ipynb"
 # How many runs at once, unless --jobs says otherwise. The local stack computes on one
-# thread, so a second run mostly waits for it: measured on two busy cores, two runs at once
-# took each run ~1.7x as long as alone, for a 15% gain in throughput (see README, "Sweeps").
-# In the cloud the services compute; a run here only waits on them, and each kernel takes
-# about 0.6 GB of memory.
+# thread, so a second run mostly queues behind the first: measured on two busy cores, two
+# runs at once made each step 1.4-1.6x slower and the pair finished ~1.35x sooner than in
+# turn (only the kernels' start-up overlaps), and in two of three trials one of the pair
+# stopped on the local stack's "seq_id ... was already used" error. In the cloud the services
+# compute and a run here mostly waits; each kernel holds about 0.4 GB (README, "Memory").
 AUTO_JOBS = {"local": 1, "cloud": 4}
 MAX_JOBS = 16
 PROGRESS_EVERY_S = 10.0

@@ -76,15 +76,16 @@ def test_the_default_grid_is_valid_and_the_cloud_budget_is_printed(run_env: dict
     assert code == 0 and output.count("  sweep-learning_rate") == 6
     assert "budget" not in output
     run_env.update(TINKER_API_KEY="tml-fake-for-the-budget", SAIL_API_KEY="sk_fake")
-    args = ["--dry-run", "-p", "backend", "cloud", "-p", "steps", "10"]
-    args += ["-p", "eval_problems", "300", "-p", "eval_samples", "2"]
+    args = ["--dry-run", "-p", "backend", "cloud", "-p", "steps", "10", "-p", "group_size", "8"]
+    args += ["-p", "groups_per_step", "5", "-p", "eval_samples", "2", "-p", "eval_problems", "300"]
     code, output = finish(sweep(args, run_env), timeout=120)
     assert code != 0 and "eval_problems must be a whole number from 1 to 200" in output
-    args[-3] = "150"
+    args[-1] = "150"
     code, output = finish(sweep(args, run_env), timeout=120)
     assert code == 0, output
-    # Per run: 10 steps x 8 x 8 rollouts, and 150 x 2 held-out samples before and after.
-    rollouts = 10 * 8 * 8 + 2 * 150 * 2
+    # Per run: 10 steps of 8 x 5 rollouts; 150 x 2 held-out samples before and after; at most
+    # 1024 tokens each, the cloud's default max_tokens.
+    rollouts = 10 * 8 * 5 + 2 * 150 * 2
     line = f"  sweep-learning_rate0.0003-seed0: 10 steps, {rollouts:,} rollouts, at most "
     assert f"{line}{rollouts * 1024:,} sampled tokens" in output
     assert f"whole sweep: {6 * rollouts:,} Sail rollouts, at most {6 * rollouts * 1024:,}" in output
