@@ -33,6 +33,7 @@ class Run:
     papermill: dict | None  # the executed notebook's papermill metadata, if it is here
     defaults: dict  # that notebook's parameters cell
     notebook_completed: bool  # that notebook ran every cell without an error
+    damage: str = ""  # what could not be read, if anything
 
     @property
     def completed_steps(self) -> int:
@@ -58,6 +59,8 @@ class Run:
     def missing_after(self) -> str | None:
         """Why this run has no after-training scores to compare, or None if it has them."""
         after, asked = self.state.get("eval_after"), self.settings.get("steps")
+        if self.damage:
+            return self.damage
         if isinstance(asked, int) and self.completed_steps < asked:
             return f"unfinished: {self.completed_steps} of {asked} steps done"
         if after is None:
@@ -84,16 +87,24 @@ class Run:
 
 
 def read_run(folder: Path) -> Run:
+    """The run in `folder` (which may not exist yet: a run with nothing done)."""
     state_path, metrics_path = folder / "state.json", folder / "metrics.jsonl"
-    state = json.loads(state_path.read_text()) if state_path.exists() else {}
-    records = []
-    if metrics_path.exists():
-        lines = metrics_path.read_text().splitlines()
-        records = sorted((json.loads(line) for line in lines if line.strip()), key=_step)
-    # A killed run may have logged a step it never committed; notebook 03 drops such a line
-    # when it resumes, and so does this reader.
-    records = [r for r in records if r["step"] < state.get("completed_steps", 0)]
-    return Run(folder.name, folder, records, state, *_executed_notebook(folder))
+    state, damage = {}, ""
+    if state_path.exists():
+        try:
+            state = json.loads(state_path.read_text())
+        except ValueError as error:
+            damage = f"its state.json cannot be read ({error})"
+        if not isinstance(state, dict):
+            state, damage = {}, damage or "its state.json holds no JSON object"
+    lines = metrics_path.read_text().splitlines() if metrics_path.exists() else []
+    # A killed run may have logged a step it never committed (notebook 03 drops that line
+    # when it resumes), or left half a line: neither is a step of the run.
+    committed = state.get("completed_steps", 0)
+    records = sorted(
+        (r for r in map(_record, lines) if r is not None and r["step"] < committed), key=_step
+    )
+    return Run(folder.name, folder, records, state, *_executed_notebook(folder), damage)
 
 
 def find_runs(patterns: str, runs_dir: Path = RUNS_DIR) -> list[Run]:
@@ -110,6 +121,14 @@ def find_runs(patterns: str, runs_dir: Path = RUNS_DIR) -> list[Run]:
 
 def _is_run_folder(folder: Path) -> bool:
     return folder.is_dir() and (folder / "state.json").exists()
+
+
+def _record(line: str) -> dict | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("step"), int) else None
 
 
 def _step(record: dict) -> int:

@@ -250,8 +250,11 @@ def _execute(given: dict, folder: Path) -> None:
 
 def _completed_steps(run_name: str) -> int:
     """From state.json alone: cheap enough to read every few seconds while runs write it."""
-    path = RUNS_DIR / run_name / "state.json"
-    return json.loads(path.read_text()).get("completed_steps", 0) if path.exists() else 0
+    try:
+        state = json.loads((RUNS_DIR / run_name / "state.json").read_text())
+    except (OSError, ValueError):  # not written yet, or damaged (the run will say so)
+        return 0
+    return state.get("completed_steps", 0) if isinstance(state, dict) else 0
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -261,11 +264,13 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 def _failure(folder: Path) -> str:
     """The error the executed notebook shows, in one line, or where to look."""
     executed = folder / NOTEBOOK.name
-    if executed.exists():
+    try:
         cells = json.loads(executed.read_text())["cells"]
-        for output in (o for c in cells for o in c.get("outputs", [])):
-            if output.get("output_type") == "error":
-                return f"{output['ename']}: {output['evalue']} (see {_shown(executed)})"
+    except (OSError, ValueError, KeyError):  # it never started, or stopped mid-write
+        cells = []
+    for output in (o for c in cells for o in c.get("outputs", [])):
+        if output.get("output_type") == "error":
+            return f"{output['ename']}: {output['evalue']} (see {_shown(executed)})"
     return f"see {_shown(folder / 'papermill.log')}"
 
 
