@@ -1,10 +1,10 @@
 """Run the training-loop notebook once per combination of a grid of parameters: `make sweep`.
 
-    python scripts/sweep.py                         # the grid in sweeps/default.toml
-    python scripts/sweep.py -p seed 0 1 2           # ... with three seeds instead of two
-    python scripts/sweep.py --grid my.toml --name groups -p group_size 4 8
-    python scripts/sweep.py --dry-run               # check the grid, print the plan, run nothing
-    make sweep SWEEP="-p learning_rate 1e-3 3e-3 --name lr"
+    make sweep                                      # the grid in sweeps/default.toml
+    make sweep SWEEP="-p seed 0 1 2"                # ... with three seeds instead of two
+    make sweep SWEEP="--grid my.toml --name groups -p group_size 4 8"
+    make sweep SWEEP="--dry-run"                    # check the grid, print the plan, run nothing
+    .venv/bin/python -m scripts.sweep -p seed 0 1   # the same without make, from the repo root
 
 A grid file (TOML) has a `name` and a `[parameters]` table; `-p NAME VALUE...` adds to it or
 replaces its entry. One value holds in every run, several give one run per value, and runs
@@ -47,9 +47,10 @@ COMPARE_NOTEBOOK = "notebooks/05_compare_runs.ipynb"
 # How many runs at once, unless --jobs says otherwise. The local stack computes on one
 # thread, so a second run mostly queues behind the first: measured on two busy cores, two
 # runs at once made each step 1.4-1.6x slower and the pair finished ~1.35x sooner than in
-# turn (only the kernels' start-up overlaps), and in two of three trials one of the pair
-# stopped on the local stack's "seq_id ... was already used" error. In the cloud the services
-# compute and a run here mostly waits; each kernel holds about 0.4 GB (README, "Memory").
+# turn (only the kernels' start-up overlaps), and it made the local stack slow enough that
+# the SDK's retries hit its "seq_id ... was already used" refusal more often (two of three
+# pairs). In the cloud the services compute and a run here mostly waits; each kernel holds
+# about 0.4 GB (README, "Memory").
 AUTO_JOBS = {"local": 1, "cloud": 4}
 MAX_JOBS = 16
 PROGRESS_EVERY_S = 10.0
@@ -108,7 +109,11 @@ def cloud_budget(runs: list[PlannedRun]) -> list[str]:
 
     lines, total_rollouts, total_tokens = [], 0, 0
     for run in runs:
-        p, state = run.parameters, read_run(RUNS_DIR / run.name).state
+        p, found = run.parameters, read_run(RUNS_DIR / run.name)
+        if found.is_finished(run.steps):
+            lines.append(f"  {run.name}: finished, not run again")
+            continue
+        state = found.state
         steps_left = max(run.steps - state.get("completed_steps", 0), 0)
         evaluations = 1 + ("eval_before" not in state)  # after training, and before if not yet
         eval_problems = min(p["eval_problems"], HELD_OUT_PROBLEMS["cloud"])
@@ -124,9 +129,9 @@ def cloud_budget(runs: list[PlannedRun]) -> list[str]:
         )
     lines.append(
         f"  whole sweep: {total_rollouts:,} Sail rollouts, at most {total_tokens:,} sampled "
-        "tokens (plus Tinker training on the same tokens)"
+        "tokens, and Tinker's training on the training rollouts"
     )
-    return ["cloud budget, what this sweep may still sample (finished runs cost nothing):", *lines]
+    return ["cloud budget, what this sweep may still sample:", *lines]
 
 
 class Sweep:
