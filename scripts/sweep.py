@@ -56,6 +56,7 @@ MAX_JOBS = 16
 PROGRESS_EVERY_S = 10.0
 POLL_S = 0.5
 STOP_GRACE_S = 30.0
+INTERRUPTED = 130  # the exit code of a process that Ctrl-C stopped
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ class Sweep:
         except KeyboardInterrupt:
             self.stop_all()
             self.say(f"interrupted: run the same command again to resume {self.unfinished()}")
-            return 130
+            return INTERRUPTED
         self.say(
             f"done: {len(self.finished)} finished, {len(self.failed)} failed"
             + (f" ({', '.join(self.failed)})" if self.failed else "")
@@ -367,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops the runs, as Ctrl-C does
     with local_stack_for("local" if "local" in backends else "cloud"):
         code = Sweep(runs, jobs).run()
-    print(f"compare the runs in {COMPARE_NOTEBOOK} with runs = {f'{name}-*'!r}")
+    if code != INTERRUPTED:
+        print(f"compare the runs in {COMPARE_NOTEBOOK} with runs = {f'{name}-*'!r}")
     return code
 
 
