@@ -18,7 +18,7 @@ export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
 
-.PHONY: run test test-notebooks lab bench lint install helpers wheelhouse doctor stop clean clean-notebooks
+.PHONY: run sweep test test-notebooks lab bench lint install helpers wheelhouse doctor stop clean clean-notebooks
 
 # Refuse an older Python in one sentence, before a .venv is created with it. (doctor, stop
 # and clean still run, so doctor can say what else to fix.)
@@ -48,6 +48,11 @@ wheelhouse: | $(PYTHON)
 ## make run: execute every notebook on the local backend into runs/<timestamp>/
 run: $(STAMP)
 	$(PYTHON) scripts/run_notebooks.py
+
+## make sweep: run notebook 03 once per combination of a grid, each run in runs/<name>/;
+## the grid is sweeps/default.toml, and e.g. SWEEP="-p seed 0 1 2 --name seeds3" changes it
+sweep: $(STAMP)
+	$(PYTHON) scripts/sweep.py $(SWEEP)
 
 ## make test: every test but the whole-notebook scenarios (each notebook still runs once, small)
 test: $(STAMP)

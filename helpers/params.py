@@ -48,10 +48,7 @@ MAX_BUDGET_SAMPLED_TOKENS = 10**12
 
 def check_backend(backend: str) -> None:
     """Fail fast, before any remote call, if `backend` or its keys are unusable."""
-    if backend not in BACKENDS:
-        raise CourseConfigError(
-            f"backend must be one of {', '.join(map(repr, BACKENDS))}, not {backend!r}."
-        )
+    check_backend_name(backend)
     if backend == "cloud":
         for variable in ("TINKER_API_KEY", "SAIL_API_KEY"):
             if not os.environ.get(variable):
@@ -64,6 +61,14 @@ def check_backend(backend: str) -> None:
                 "TINKER_API_KEY does not start with 'tml-', so it is not a Tinker key; "
                 "copy it again from the Tinker console."
             )
+
+
+def check_backend_name(backend: str) -> None:
+    """For notebooks that read what a backend made without calling it: no keys needed."""
+    if backend not in BACKENDS:
+        raise CourseConfigError(
+            f"backend must be one of {', '.join(map(repr, BACKENDS))}, not {backend!r}."
+        )
 
 
 def _refuse(name: str, allowed: str, value: object, why: str, none_ok: bool) -> None:
@@ -286,6 +291,31 @@ def check_one_step_params(
     check_max_tokens(max_tokens, backend)
     check_temperature(temperature)
     check_budget_param(budget_sampled_tokens)
+
+
+# The comparison notebook's limits: the held-out scores notebook 03 stores, run-name
+# patterns that can only match folder names under runs/, and a readable smoothing window.
+HELD_OUT_METRICS = ("reward", "correct", "format", "correct_given_format")
+RUN_PATTERN = re.compile(r"[A-Za-z0-9_.*?\[\]-]{1,64}")
+MAX_PATTERNS = 64
+MAX_SMOOTHING = 100
+
+
+def check_comparison_params(*, backend: str, runs: str, metric: str, smoothing: int) -> None:
+    """Every parameter of the comparison notebook, in the order its parameters cell lists them."""
+    check_backend_name(backend)
+    patterns = runs.split() if isinstance(runs, str) else []
+    if not 1 <= len(patterns) <= MAX_PATTERNS or not all(map(RUN_PATTERN.fullmatch, patterns)):
+        raise CourseConfigError(
+            f"runs must be 1 to {MAX_PATTERNS} run names or glob patterns separated by spaces, "
+            "each made of letters, digits, '.', '_', '-', '*', '?', '[' and ']' (they match "
+            f"folder names under runs/), not {runs!r}."
+        )
+    if metric not in HELD_OUT_METRICS:
+        raise CourseConfigError(
+            f"metric must be one of {', '.join(map(repr, HELD_OUT_METRICS))}, not {metric!r}."
+        )
+    check_whole_number("smoothing", smoothing, 1, MAX_SMOOTHING)
 
 
 # Notebook 09's own limits. Sail's rule for LoRA names; the tables stay readable.

@@ -5,6 +5,9 @@ notebook 03's run folder (metrics, figure), because its `run_name` is that times
 One line per notebook says how long it took and whether it ran. Extra `-p name value`
 pairs are passed to every notebook that has that parameter.
 
+First it runs a tiny sweep (`TINY_SWEEP`, see scripts/sweep.py) for the comparison
+notebook to compare: its runs are `runs/<timestamp>-sweep-*`.
+
 On the local backend the notebooks' kernels share one local stack. If none was running,
 this starts it first (so no notebook waits for it) and stops it at the end; one that was
 running (a JupyterLab session's) is used and left running.
@@ -15,6 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +29,15 @@ from traitlets.config import Config
 from local_stack.supervisor import ensure_local_stack, running_local_stack, stop_local_stack
 
 ROOT = Path(__file__).resolve().parent.parent
+# Two learning rates, two seeds, a few short steps: the least that lets the comparison
+# notebook set a difference between settings against the noise between seeds.
+TINY_SWEEP = {
+    "learning_rate": [1e-3, 3e-3],
+    "seed": [0, 1],
+    "steps": 4,
+    "groups_per_step": 4,
+    "eval_problems": 30,
+}
 # ipykernel warns at every start that its TCP sockets are not encrypted, and names the fix:
 # CurveZMQ keys provisioned by the kernel manager. With "auto", nbclient's kernel manager
 # provisions them whenever the kernelspec supports it (ipykernel's does).
@@ -39,11 +53,35 @@ def main() -> int:
     out_dir.mkdir(parents=True)
     given = {"run_name": stamp, **dict(args.p)}
     print(f"executing notebooks into {out_dir.relative_to(ROOT)}/")
-    start_stack = given.get("backend", "local") == "local" and running_local_stack() is None
+    backend = given.get("backend", "local")
+    with local_stack_for(backend):
+        given["runs"] = f"{stamp}-sweep-*"
+        failed = run_tiny_sweep(f"{stamp}-sweep", backend)
+        return run_all(out_dir, given) or failed
+
+
+def run_tiny_sweep(name: str, backend: str) -> int:
+    """The sweep the comparison notebook compares; 1 if any of its runs failed."""
+    from scripts import sweep  # it imports this module
+
+    start = time.monotonic()
+    runs = sweep.plan({**TINY_SWEEP, "backend": backend}, name)
+    sweep.check(runs)
+    failed = sweep.Sweep(runs, jobs=1).run()
+    status = "failed" if failed else "ok"
+    print(f"{'sweep ' + name:36s} {time.monotonic() - start:6.1f} s  {status}", flush=True)
+    return 1 if failed else 0
+
+
+@contextmanager
+def local_stack_for(backend: str) -> Iterator[None]:
+    """On the local backend, a stack for the kernels run meanwhile: the running one, left
+    running, or one started first (so no kernel waits for it) and stopped at the end."""
+    start_stack = backend == "local" and running_local_stack() is None
     if start_stack:
         ensure_local_stack()
     try:
-        return run_all(out_dir, given)
+        yield
     finally:
         if start_stack:
             stop_local_stack()
@@ -56,21 +94,26 @@ def run_all(out_dir: Path, given: dict[str, str]) -> int:
         parameters = {name: _literal(v) for name, v in given.items() if name in declared}
         start = time.monotonic()
         try:
-            papermill.execute_notebook(
-                str(notebook),
-                str(out_dir / notebook.name),
-                parameters=parameters,
-                cwd=str(ROOT / "notebooks"),
-                kernel_name="python3",
-                progress_bar=False,
-                config=KERNEL_CONFIG,
-            )
+            execute(notebook, out_dir / notebook.name, parameters)
             status = "ok"
         except Exception as error:  # report and go on: later notebooks may still run
             status = f"failed ({type(error).__name__})"
             failed += 1
         print(f"{notebook.name:36s} {time.monotonic() - start:6.1f} s  {status}", flush=True)
     return 1 if failed else 0
+
+
+def execute(notebook: Path, out: Path, parameters: dict) -> None:
+    """Run `notebook` on the python3 kernel, in notebooks/, into `out`; raise if a cell fails."""
+    papermill.execute_notebook(
+        str(notebook),
+        str(out),
+        parameters=parameters,
+        cwd=str(ROOT / "notebooks"),
+        kernel_name="python3",
+        progress_bar=False,
+        config=KERNEL_CONFIG,
+    )
 
 
 def _literal(value: str) -> object:

@@ -109,6 +109,18 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
             "temperature": ([0, 0.01, 2], [-0.01, 0.005, 2.01, *NOT_NUMBERS]),
         },
     ),
+    "05_compare_runs.ipynb": (
+        params.check_comparison_params,
+        {"backend": "local", "runs": "sweep-*", "metric": "reward", "smoothing": 5},
+        {
+            "runs": (
+                ["a", "sweep-* arithmetic", "run[01]-?", "a" * 64, " ".join(["a"] * 64)],
+                ["", " ", "../up", "a/b", "a" * 65, " ".join(["a"] * 65), None, 3],
+            ),
+            "metric": (list(params.HELD_OUT_METRICS), ["accuracy", "", None]),
+            "smoothing": ([1, 100], [0, 101, *NOT_WHOLE]),
+        },
+    ),
 }
 
 

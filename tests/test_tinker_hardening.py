@@ -272,3 +272,25 @@ def test_concurrent_create_model_with_one_model_seq_id_creates_exactly_once(loca
         assert all("already used" in a["detail"] for s, a in answers if s == 400), answers
 
     on_stack(local_stack, scenario)
+
+
+# -- a retried request: the SDK re-sends a timed-out request with the same seq_id ----------
+
+
+def test_a_retried_request_gets_the_same_future_and_runs_once(local_stack):
+    async def scenario(stack: Stack) -> None:
+        model_id = stack.target.model_id  # driven raw from here on
+        first = optim_body(model_id, 1, learning_rate=0.0)
+        status, sent = await stack.raw("/optim_step", first)
+        assert status == 200, sent
+        status, retried = await stack.raw("/optim_step", first)
+        assert status == 200 and retried["request_id"] == sent["request_id"], retried
+        status, other = await stack.raw("/optim_step", optim_body(model_id, 1, beta1=0.5))
+        assert status == 400 and "seq_id 1 was already used" in other["detail"], other
+        body = json.dumps({"request_id": sent["request_id"]}).encode()
+        status, result = await stack.raw("/retrieve_future", body)
+        assert status == 200 and "metrics" in result, result
+        status, after = await stack.raw("/optim_step", optim_body(model_id, 2))
+        assert status == 200 and after["request_id"] != sent["request_id"], after
+
+    on_stack(local_stack, scenario)

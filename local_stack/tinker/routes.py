@@ -20,6 +20,7 @@ The wire contract, as the SDK's source defines it:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -171,10 +172,12 @@ def _queued(
 
     async def handler(request: web.Request) -> web.Response:
         service = _service(request)
-        queued = read(await request.read())
+        body = await request.read()
+        queued = read(body)
         request_id = service.submit(
             queued.model_id,
             queued.seq_id,
+            hashlib.sha256(body).hexdigest(),
             lambda model: plan(service, model, parse(queued.message)),
         )
         return _future(request_id, queued.model_id)

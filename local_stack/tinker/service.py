@@ -12,6 +12,7 @@ import asyncio
 import functools
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,9 @@ from local_stack.engine.model import (
 from local_stack.engine.trainer import MODULE_GROUPS, ForwardBackwardResult, LoraTrainer
 from local_stack.tinker.futures import FutureTable, RequestSequencer
 from local_stack.tinker.requests import ForwardBackward, Load, NewModel, Save
+
+# How many of a model's latest requests a retry can still find (the SDK retries at once).
+RETRY_MEMORY = 64
 
 # What a model's queued request computes: a JSON result, or forward_backward's tensors.
 Result = dict | ForwardBackwardResult
@@ -59,6 +63,9 @@ class TrainingModel:
     info: RunInfo
     trainer: LoraTrainer
     sequencer: RequestSequencer = field(default_factory=RequestSequencer)
+    # seq_id -> (the request body's digest, its request id): the SDK re-sends a request
+    # that timed out with the same seq_id, and that retry must get the same future.
+    answered: OrderedDict[int, tuple[str, str]] = field(default_factory=OrderedDict)
 
 
 class TinkerService:
@@ -159,13 +166,18 @@ class TinkerService:
         self,
         model_id: str | None,
         seq_id: int | None,
+        digest: str,
         prepare: Callable[[TrainingModel], Callable[[], Result]],
     ) -> str:
         """Check a model request with `prepare` and queue the job it returns; the request id.
 
         A refused request still uses up its seq_id, so the requests after it do not wait.
+        The same body sent again at the same seq_id is the SDK retrying after a timeout: it
+        gets the first request's id, and nothing runs twice.
         """
         model = self.model(model_id)
+        if seq_id in model.answered and model.answered[seq_id][0] == digest:
+            return model.answered[seq_id][1]
         seq_id = model.sequencer.claim(seq_id)
         try:
             job = prepare(model)
@@ -174,6 +186,9 @@ class TinkerService:
             raise
         request_id, future = self.futures.new()
         model.sequencer.submit(seq_id, functools.partial(future.complete_with, job))
+        model.answered[seq_id] = (digest, request_id)
+        while len(model.answered) > RETRY_MEMORY:
+            model.answered.popitem(last=False)
         return request_id
 
     async def result(self, request_id: str, wait_seconds: float) -> Result | None:

@@ -1,0 +1,128 @@
+"""Compare runs fairly: held-out gains with 95% intervals, the settings that differ, and how
+far apart runs land that differ only in their seed. Notebook 05 teaches with these.
+
+An interval here treats the held-out *problems* as the unit, not the samples: the samples of
+one problem share its difficulty, so they are not independent draws. Each score is a ratio
+of sums over problems (reward = total reward / samples, correct among well-formed = correct
+and well-formed / well-formed), and its standard error comes from each problem's residual
+around that ratio (the usual linearisation of a ratio estimator). A gain compares the same
+problems before and after training, so its interval pairs them problem by problem.
+Runs whose state.json stores no counts per problem get no interval.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from helpers.runs import Run
+
+Z_95 = 1.96  # a 95% interval is about 1.96 standard errors either side
+# Each held-out score as a ratio of two counts notebook 03 stores per problem.
+RATIOS = {
+    "reward": ("reward", "samples"),
+    "correct": ("correct", "samples"),
+    "format": ("format", "samples"),
+    "correct_given_format": ("correct_and_format", "format"),
+}
+
+
+def residuals(problems: list[dict], metric: str) -> np.ndarray | None:
+    """Each problem's contribution to the score's error, or None if the ratio is undefined."""
+    top, bottom = RATIOS[metric]
+    numerator = np.array([p[top] for p in problems], dtype=float)
+    denominator = np.array([p[bottom] for p in problems], dtype=float)
+    if len(problems) < 2 or denominator.sum() == 0:
+        return None
+    ratio = numerator.sum() / denominator.sum()
+    return (numerator - ratio * denominator) / denominator.mean()
+
+
+def half_width(errors: np.ndarray | None) -> float:
+    """Half the 95% interval of a mean whose per-problem errors are `errors` (NaN if None)."""
+    if errors is None:
+        return math.nan
+    return Z_95 * float(np.std(errors, ddof=1)) / math.sqrt(len(errors))
+
+
+def score_half_width(scores: dict, metric: str) -> float:
+    """± this much around `scores[metric]` is its 95% interval (NaN without per-problem counts)."""
+    problems = scores.get("problems")
+    return half_width(residuals(problems, metric) if problems else None)
+
+
+def gain_half_width(before: dict, after: dict, metric: str) -> float:
+    """± this much around after - before is the gain's 95% interval, pairing each problem's
+    before and after (NaN without counts for the same problems on both sides)."""
+    problems = before.get("problems"), after.get("problems")
+    if not all(problems) or len(problems[0]) != len(problems[1]):
+        return math.nan
+    errors = [residuals(p, metric) for p in problems]
+    return half_width(None if errors[0] is None or errors[1] is None else errors[1] - errors[0])
+
+
+def differing_settings(runs: list[Run]) -> list[str]:
+    """The settings whose values are not the same in every run, in the order runs list them."""
+    names = list(dict.fromkeys(name for run in runs for name in run.settings))
+    return [n for n in names if len({repr(run.settings.get(n)) for run in runs}) > 1]
+
+
+def held_out_sets(runs: list[Run]) -> list[str]:
+    return list(dict.fromkeys(name for run in runs for name in run.before()))
+
+
+def comparison_table(runs: list[Run], metric: str = "reward") -> pd.DataFrame:
+    """One row per run, largest held-out gain first (on the first held-out set; runs
+    without a gain last): the settings that differ, steps done, and for each held-out set
+    `metric` before and after training, the gain and its 95% half-width."""
+    differ, sets = differing_settings(runs), held_out_sets(runs)
+    rows = []
+    for run in runs:
+        row = {"run": run.name, **{name: run.settings.get(name) for name in differ}}
+        row["steps"] = run.completed_steps
+        before, after = run.before(), run.after() or {}
+        for name in sets:
+            b, a = before.get(name, {}), after.get(name, {})
+            row[f"{name} before"] = b.get(metric, math.nan)
+            row[f"{name} after"] = a.get(metric, math.nan)
+            row[f"{name} gain"] = row[f"{name} after"] - row[f"{name} before"]
+            row[f"{name} ±"] = gain_half_width(b, a, metric) if a and b else math.nan
+        row["note"] = run.missing_after() or ""
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("run")
+    if not sets:
+        return table
+    return table.sort_values(f"{sets[0]} gain", ascending=False, na_position="last", kind="stable")
+
+
+def by_setting(table: pd.DataFrame, column: str, settings: list[str]) -> dict[str, pd.Series]:
+    """The measured values of `column`, grouped by every setting in `settings` except the
+    seed, each group labelled like "learning_rate=0.001" ("" if only seeds differ)."""
+    others = [name for name in settings if name != "seed"]
+    measured = table.dropna(subset=[column])
+    if not others:
+        return {"": measured[column]} if len(measured) else {}
+    groups = {}
+    for key, group in measured.groupby(others, dropna=False, sort=False):
+        values = key if isinstance(key, tuple) else (key,)
+        label = ", ".join(f"{name}={value}" for name, value in zip(others, values, strict=True))
+        groups[label] = group[column]
+    return groups
+
+
+def seed_spread(table: pd.DataFrame, column: str, settings: list[str]) -> tuple[float, int]:
+    """The standard deviation of `column` between runs whose `settings` differ only in
+    `seed`, pooled over the settings' groups, and its degrees of freedom; (NaN, 0) if no two
+    runs share their settings."""
+    groups = by_setting(table, column, settings).values()
+    squares = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
+    freedom = sum(len(g) - 1 for g in groups)
+    return (math.sqrt(squares / freedom), freedom) if freedom else (math.nan, 0)
+
+
+def seeds_needed(spread: float, difference: float) -> int:
+    """Seeds per setting for the 95% interval of the difference between two settings' mean
+    gains, ±1.96 x spread x sqrt(2/n), to be narrower than `difference`."""
+    return max(2, math.ceil(2 * (Z_95 * spread / difference) ** 2))

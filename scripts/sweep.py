@@ -1,0 +1,375 @@
+"""Run the training-loop notebook once per combination of a grid of parameters: `make sweep`.
+
+    make sweep                                      # the grid in sweeps/default.toml
+    make sweep SWEEP="-p seed 0 1 2"                # ... with three seeds instead of two
+    make sweep SWEEP="--grid my.toml --name groups -p group_size 4 8"
+    make sweep SWEEP="--dry-run"                    # check the grid, print the plan, run nothing
+    .venv/bin/python -m scripts.sweep -p seed 0 1   # the same without make, from the repo root
+
+A grid file (TOML) has a `name` and a `[parameters]` table; `-p NAME VALUE...` adds to it or
+replaces its entry. One value holds in every run, several give one run per value, and runs
+are every combination. Each run is notebooks/03_training_loop.ipynb under papermill, named
+`<name>-<parameter><value>-...` after the parameters that vary, in its own folder under
+runs/ (COURSE_RUNS_DIR), where its executed notebook is kept beside its metrics and state.
+
+Before the first run starts, every run's parameters go through the check the notebook
+itself runs first (`helpers.params.check_training_params`), so a bad value stops the sweep
+at once, in one sentence. A run that fails is reported and the others go on. Running the
+same sweep again skips the runs that finished (all steps done, evaluated after the last)
+and resumes the others where they stopped. With `backend` "cloud", what the sweep may
+spend is printed before it starts: rollouts, and the most tokens they can sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import itertools
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.errors import CourseConfigError
+from helpers.params import HELD_OUT_PROBLEMS, check_training_params
+from helpers.runlog import RUNS_DIR
+from helpers.runs import notebook_defaults, read_run
+from scripts.run_notebooks import ROOT, execute, local_stack_for
+
+NOTEBOOK = ROOT / "notebooks" / "03_training_loop.ipynb"
+DEFAULT_GRID = ROOT / "sweeps" / "default.toml"
+COMPARE_NOTEBOOK = "notebooks/05_compare_runs.ipynb"
+# How many runs at once, unless --jobs says otherwise. The local stack computes on one
+# thread, so a second run mostly queues behind the first: measured on two busy cores, two
+# runs at once made each step 1.4-1.6x slower and the pair finished ~1.35x sooner than in
+# turn (only the kernels' start-up overlaps). In the cloud the services compute and a run here mostly waits; each kernel holds
+# about 0.4 GB (README, "Memory").
+AUTO_JOBS = {"local": 1, "cloud": 4}
+MAX_JOBS = 16
+PROGRESS_EVERY_S = 10.0
+POLL_S = 0.5
+STOP_GRACE_S = 30.0
+INTERRUPTED = 130  # the exit code of a process that Ctrl-C stopped
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    name: str
+    given: dict  # what papermill injects: the grid's values and the run name
+    parameters: dict  # every parameter of the notebook for this run, defaults included
+
+    @property
+    def steps(self) -> int:
+        return self.parameters["steps"]
+
+
+def plan(grid: dict, name: str) -> list[PlannedRun]:
+    """One run per combination of the grid's list values; nothing is checked yet."""
+    defaults = notebook_defaults(json.loads(NOTEBOOK.read_text()))
+    for parameter, values in grid.items():
+        if parameter == "run_name":
+            raise CourseConfigError("run_name is set by the sweep for each run; use --name.")
+        if parameter not in defaults:
+            raise CourseConfigError(
+                f"{parameter} is not a parameter of {NOTEBOOK.name}, whose parameters are "
+                f"{', '.join(defaults)}."
+            )
+        if values == []:
+            raise CourseConfigError(f"{parameter} is given no values.")
+    axes = {p: v for p, v in grid.items() if isinstance(v, list)}
+    fixed = {p: v for p, v in grid.items() if not isinstance(v, list)}
+    runs = []
+    for combination in itertools.product(*axes.values()):
+        varying = dict(zip(axes, combination, strict=True))
+        run_name = "-".join([name, *(f"{p}{_short(v)}" for p, v in varying.items())])
+        given = {**fixed, **varying, "run_name": run_name}
+        runs.append(PlannedRun(run_name, given, {**defaults, **given}))
+    names = [run.name for run in runs]
+    if len(set(names)) < len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise CourseConfigError(f"two runs of the grid would both be named {twice!r}.")
+    return runs
+
+
+def check(runs: list[PlannedRun]) -> None:
+    """Every run's parameters through the notebook's own check: the first bad one raises."""
+    for run in runs:
+        check_training_params(**run.parameters)
+
+
+def cloud_budget(runs: list[PlannedRun]) -> list[str]:
+    """Lines to print before a cloud sweep starts: what each run still has to sample."""
+    from helpers.backend import BACKEND_DEFAULTS  # imports the SDKs: only for the cloud
+
+    lines, total_rollouts, total_tokens = [], 0, 0
+    for run in runs:
+        p, found = run.parameters, read_run(RUNS_DIR / run.name)
+        if found.is_finished(run.steps):
+            lines.append(f"  {run.name}: finished, not run again")
+            continue
+        state = found.state
+        steps_left = max(run.steps - state.get("completed_steps", 0), 0)
+        evaluations = 1 + ("eval_before" not in state)  # after training, and before if not yet
+        eval_problems = min(p["eval_problems"], HELD_OUT_PROBLEMS["cloud"])
+        rollouts = (
+            steps_left * p["group_size"] * p["groups_per_step"]
+            + evaluations * eval_problems * p["eval_samples"]
+        )
+        tokens = rollouts * (p["max_tokens"] or BACKEND_DEFAULTS["cloud"]["max_tokens"])
+        total_rollouts, total_tokens = total_rollouts + rollouts, total_tokens + tokens
+        lines.append(
+            f"  {run.name}: {steps_left} steps, {rollouts:,} rollouts, "
+            f"at most {tokens:,} sampled tokens"
+        )
+    lines.append(
+        f"  whole sweep: {total_rollouts:,} Sail rollouts, at most {total_tokens:,} sampled "
+        "tokens, and Tinker's training on the training rollouts"
+    )
+    return ["cloud budget, what this sweep may still sample:", *lines]
+
+
+class Sweep:
+    """Runs the planned runs, `jobs` at a time, each in a process of its own."""
+
+    def __init__(self, runs: list[PlannedRun], jobs: int) -> None:
+        self.runs, self.jobs = runs, jobs
+        self.waiting = [r for r in runs if not read_run(RUNS_DIR / r.name).is_finished(r.steps)]
+        self.running: dict[str, tuple[PlannedRun, multiprocessing.Process, float]] = {}
+        self.finished = [r.name for r in runs if r not in self.waiting]
+        self.failed: list[str] = []
+        self.durations: list[float] = []  # of the runs this sweep ran to the end
+        self.started = time.monotonic()
+        self.last_report = (0.0, 0)
+
+    def run(self) -> int:
+        """Run every unfinished run; 0 if all finished, 1 if any failed."""
+        for name in self.finished:
+            self.say(f"{name}: finished earlier, not run again")
+        try:
+            while self.waiting or self.running:
+                while self.waiting and len(self.running) < self.jobs:
+                    self.start(self.waiting.pop(0))
+                self.collect()
+                self.report_progress()
+                time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            self.stop_all()
+            self.say(f"interrupted: run the same command again to resume {self.unfinished()}")
+            return INTERRUPTED
+        self.say(
+            f"done: {len(self.finished)} finished, {len(self.failed)} failed"
+            + (f" ({', '.join(self.failed)})" if self.failed else "")
+        )
+        return 1 if self.failed else 0
+
+    def start(self, run: PlannedRun) -> None:
+        folder = RUNS_DIR / run.name
+        folder.mkdir(parents=True, exist_ok=True)
+        process = multiprocessing.get_context("spawn").Process(
+            target=_execute, args=(run.given, folder), name=run.name
+        )
+        process.start()
+        self.running[run.name] = (run, process, time.monotonic())
+        done = read_run(folder).completed_steps
+        self.say(f"{run.name}: started" + (f", resuming after step {done - 1}" if done else ""))
+
+    def collect(self) -> None:
+        for name, (run, process, started) in list(self.running.items()):
+            if process.exitcode is None:
+                continue
+            del self.running[name]
+            seconds = time.monotonic() - started
+            took = _clock(seconds)
+            if process.exitcode == 0 and read_run(RUNS_DIR / name).is_finished(run.steps):
+                self.finished.append(name)
+                self.durations.append(seconds)
+                self.say(f"{name}: finished in {took}")
+            else:
+                self.failed.append(name)
+                self.say(f"{name}: FAILED after {took}: {_failure(RUNS_DIR / name)}")
+
+    def steps_done(self) -> int:
+        return sum(min(_completed_steps(r.name), r.steps) for r in self.runs)
+
+    def report_progress(self) -> None:
+        now = time.monotonic() - self.started
+        last_time, last_done = self.last_report
+        if now - last_time < PROGRESS_EVERY_S:
+            return
+        done = self.steps_done()
+        if done == last_done:
+            return
+        self.last_report = (now, done)
+        total = sum(r.steps for r in self.runs)
+        self.say(
+            f"{done}/{total} steps ({100 * done // total}%), runs: {len(self.finished)} "
+            f"finished, {len(self.running)} running, {len(self.waiting)} waiting, "
+            f"{len(self.failed)} failed{self.time_left()}"
+        )
+
+    def time_left(self) -> str:
+        """From how long the runs this sweep ran took (start-up and evaluations included)."""
+        if not self.durations:
+            return ""
+        runs_left = len(self.waiting) + sum(
+            1 - min(_completed_steps(r.name) / r.steps, 1) for r, _, _ in self.running.values()
+        )
+        mean = sum(self.durations) / len(self.durations)
+        return f", about {_clock(mean * runs_left / self.jobs)} left"
+
+    def stop_all(self) -> None:
+        """Stop the runs in flight; each resumes from its last completed step next time."""
+        for _, process, _ in self.running.values():
+            process.terminate()  # papermill stops its kernel as it exits
+        for _, process, _ in self.running.values():
+            process.join(STOP_GRACE_S)
+            if process.exitcode is None:
+                process.kill()
+
+    def unfinished(self) -> str:
+        names = [r.name for r in self.runs if r.name not in self.finished]
+        return ", ".join(names)
+
+    def say(self, line: str) -> None:
+        print(f"[{_clock(time.monotonic() - self.started)}] {line}", flush=True)
+
+
+def _execute(given: dict, folder: Path) -> None:
+    """In the run's own process: papermill's and the kernel's output go to the run's log."""
+    with open(folder / "papermill.log", "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # papermill shuts its kernel down
+    try:
+        execute(NOTEBOOK, folder / NOTEBOOK.name, given)
+    except BaseException as error:  # the log has the traceback; the exit code says enough
+        print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+def _completed_steps(run_name: str) -> int:
+    """From state.json alone: cheap enough to read every few seconds while runs write it."""
+    try:
+        state = json.loads((RUNS_DIR / run_name / "state.json").read_text())
+    except (OSError, ValueError):  # not written yet, or damaged (the run will say so)
+        return 0
+    return state.get("completed_steps", 0) if isinstance(state, dict) else 0
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _failure(folder: Path) -> str:
+    """The error the executed notebook shows, in one line, or where to look."""
+    executed = folder / NOTEBOOK.name
+    try:
+        cells = json.loads(executed.read_text())["cells"]
+    except (OSError, ValueError, KeyError):  # it never started, or stopped mid-write
+        cells = []
+    for output in (o for c in cells for o in c.get("outputs", [])):
+        if output.get("output_type") == "error":
+            return f"{output['ename']}: {output['evalue']} (see {_shown(executed)})"
+    return f"see {_shown(folder / 'papermill.log')}"
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _short(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}:{seconds:02d}"
+
+
+def _literal(text: str) -> object:
+    """A command-line value as Python reads it (3e-4, None, True), else the text itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _jobs(text: str) -> int | str:
+    if text == "auto":
+        return text
+    value = _literal(text)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(
+            f"--jobs must be 'auto' or a whole number from 1 to {MAX_JOBS}, not {text!r}"
+        )
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--grid", type=Path, default=DEFAULT_GRID, help="a TOML grid file")
+    parser.add_argument("--name", help="the runs' name prefix (default: the grid file's name)")
+    parser.add_argument(
+        "-p", nargs="+", action="append", default=[], metavar=("NAME", "VALUE"),
+        help="a parameter and its value(s); several values give one run each",
+    )  # fmt: skip
+    parser.add_argument("--jobs", type=_jobs, default="auto", help="runs at once (default: auto)")
+    parser.add_argument("--dry-run", action="store_true", help="check and print the plan only")
+    return parser.parse_args(argv)
+
+
+def grid_from(args: argparse.Namespace) -> tuple[dict, str]:
+    """The grid file's parameters with the -p ones on top, and the sweep's name."""
+    try:
+        spec = tomllib.loads(args.grid.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise CourseConfigError(f"the grid file {args.grid} cannot be read ({error}).") from None
+    grid = dict(spec.get("parameters", {}))
+    for name, *values in args.p:
+        if not values:
+            raise CourseConfigError(f"-p {name} is given no value.")
+        parsed = [_literal(v) for v in values]
+        grid[name] = parsed if len(parsed) > 1 else parsed[0]
+    return grid, args.name or spec.get("name", "sweep")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        grid, name = grid_from(args)
+        runs = plan(grid, name)
+        check(runs)
+    except CourseConfigError as error:
+        print(f"sweep not started: {error}", file=sys.stderr)
+        return 2
+    backends = {run.parameters["backend"] for run in runs}
+    backend = "cloud" if "cloud" in backends else "local"
+    jobs = min(AUTO_JOBS[backend] if args.jobs == "auto" else args.jobs, len(runs))
+    print(
+        f"sweep {name!r}: {len(runs)} runs of {NOTEBOOK.relative_to(ROOT)} into "
+        f"{_shown(RUNS_DIR)}/, {jobs} at a time; each run's log is papermill.log in its folder"
+    )
+    for run in runs:
+        varying = {k: v for k, v in run.given.items() if k != "run_name"}
+        print(f"  {run.name}: {', '.join(f'{k}={v!r}' for k, v in varying.items())}")
+    if backend == "cloud":
+        print("\n".join(cloud_budget(runs)))
+    if args.dry_run:
+        return 0
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops the runs, as Ctrl-C does
+    with local_stack_for("local" if "local" in backends else "cloud"):
+        code = Sweep(runs, jobs).run()
+    if code != INTERRUPTED:
+        print(f"compare the runs in {COMPARE_NOTEBOOK} with runs = {f'{name}-*'!r}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
