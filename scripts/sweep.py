@@ -47,8 +47,8 @@ COMPARE_NOTEBOOK = "notebooks/05_compare_runs.ipynb"
 # How many runs at once, unless --jobs says otherwise. The local stack computes on one
 # thread, so a second run mostly queues behind the first: measured on two busy cores, two
 # runs at once made each step 1.4-1.6x slower and the pair finished ~1.35x sooner than in
-# turn (only the kernels' start-up overlaps). In the cloud the services compute and a run here mostly waits; each kernel holds
-# about 0.4 GB (README, "Memory").
+# turn (only the kernels' start-up overlaps). In the cloud the services compute and a run
+# here mostly waits; each kernel holds about 0.4 GB (README, "Memory").
 AUTO_JOBS = {"local": 1, "cloud": 4}
 MAX_JOBS = 16
 PROGRESS_EVERY_S = 10.0
