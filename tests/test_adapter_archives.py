@@ -43,7 +43,8 @@ from tests.sail_support import (
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
 GIB = 1024**3
 MAX_RSS_GROWTH_BYTES = 200 * 1024**2
-MAX_HEALTH_SECONDS = 1.0
+# Hangs only: a health check stuck behind a blocked event loop; `make bench` has latencies.
+MAX_HEALTH_SECONDS = 10.0
 
 
 def _header(name: str, size: int, kind: bytes = tarfile.REGTYPE, fmt=tarfile.USTAR_FORMAT):

@@ -3,14 +3,22 @@
 When a pinned SDK is upgraded, this test names the call that broke before a notebook does.
 Each entry: (dotted path, positional args, keyword args) as the course passes them; the
 args are bound to the signature (not called), so a renamed or removed parameter fails.
+
+The list is checked against the notebooks themselves: their code cells are parsed, every
+call on an SDK name or SDK object is found (outside `if course.backend == "local":`
+blocks, which the cloud never runs), and each must be in the list and bind, with the
+notebook's own argument names, to the installed signature.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
+import nbformat
 import pytest
 
 SENTINEL = object()
@@ -21,6 +29,10 @@ CALLS: list[tuple[str, tuple, dict[str, Any]]] = [
     ("tinker_cookbook.tokenizer_utils.get_tokenizer", ("moonshotai/Kimi-K2.6",), {}),
     ("tinker_cookbook.tokenizer_utils.register_tokenizer", ("name", SENTINEL), {}),
     ("tinker.ModelInput.empty", (), {}),
+    ("tinker.ModelInput.to_ints", (SENTINEL,), {}),
+    ("tinker_cookbook.renderers.base.Renderer.build_generation_prompt", (SENTINEL, []), {}),
+    ("tinker_cookbook.renderers.base.Renderer.get_stop_sequences", (SENTINEL,), {}),
+    ("tinker_cookbook.renderers.base.Renderer.parse_response", (SENTINEL, []), {}),
     (
         "tinker_cookbook.rl.types.StepResult",
         (),
@@ -110,6 +122,21 @@ CALLS: list[tuple[str, tuple, dict[str, Any]]] = [
     ("tinker_cookbook.rl.types.TrajectoryGroup.get_total_rewards", (SENTINEL,), {}),
     # Notebook 04: sandboxed rollouts.
     ("sail.tinker_sandbox_factory", ("env_dir", 600), {"size": "s"}),
+    ("sail.EgressPolicy.allow_all", (), {}),
+    ("sail.EgressPolicy.no_network", (), {}),
+    ("tinker_cookbook.renderers.base.get_text_content", (SENTINEL,), {}),
+    (
+        "tinker_cookbook.sandbox.sandbox_interface.SandboxInterface.run_command",
+        (SENTINEL, "ls"),
+        {"workdir": "/app", "timeout": 10, "max_output_bytes": 1000},
+    ),
+    ("tinker_cookbook.sandbox.sandbox_interface.SandboxInterface.read_file", (SENTINEL, "x"), {}),
+    (
+        "tinker_cookbook.sandbox.sandbox_interface.SandboxInterface.write_file",
+        (SENTINEL, "x", "content"),
+        {},
+    ),
+    ("tinker_cookbook.sandbox.sandbox_interface.SandboxInterface.cleanup", (SENTINEL,), {}),
 ]
 
 
@@ -139,3 +166,101 @@ def test_sandbox_interface_has_the_methods_our_sandbox_implements() -> None:
     for name in ("run_command", "read_file", "write_file", "send_heartbeat", "cleanup"):
         assert callable(getattr(SandboxInterface, name))
     assert "sandbox_id" in dir(SandboxInterface)
+
+
+# --- the list against the notebooks ------------------------------------------------------
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+SDKS = ("tinker", "tinker_cookbook", "sail")
+SANDBOX = "tinker_cookbook.sandbox.sandbox_interface.SandboxInterface"
+RENDERER = "tinker_cookbook.renderers.base.Renderer"
+# The notebooks' names for SDK objects, and the SDK class each one is.
+SDK_OBJECTS = {
+    "course.service_client": "tinker.ServiceClient",
+    "training_client": "tinker.TrainingClient",
+    "course.renderer": RENDERER,
+    "self.renderer": RENDERER,
+    "prompt": "tinker.ModelInput",
+    "observation": "tinker.ModelInput",
+    "group": "tinker_cookbook.rl.types.TrajectoryGroup",
+    "sandbox": SANDBOX,
+    "box": SANDBOX,
+}
+
+
+class NotebookCall(NamedTuple):
+    notebook: str
+    dotted: str  # the SDK symbol
+    positional: int  # how many positional arguments the notebook passes, `self` included
+    keywords: tuple[str, ...]
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _is_local_only(node: ast.If) -> bool:
+    """`if course.backend == "local"`, alone or and-ed with other conditions."""
+    test = node.test
+    is_and = isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)
+    return "course.backend == 'local'" in map(ast.unparse, test.values if is_and else [test])
+
+
+def notebook_sdk_calls(path: Path) -> list[NotebookCall]:
+    """Every call in `path`'s code cells on an imported SDK name or a known SDK object."""
+    cells = nbformat.read(path, as_version=4).cells
+    source = "\n".join(c.source for c in cells if c.cell_type == "code")
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(source, path.name, "exec", flags=flags)
+    imported: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in SDKS:
+                    imported[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in SDKS:
+            for alias in node.names:
+                imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    calls: list[NotebookCall] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_local_only(node):
+            for child in node.orelse:  # the body never runs in the cloud
+                visit(child)
+            return
+        if isinstance(node, ast.Call) and (name := _dotted(node.func)):
+            receiver, _, method = name.rpartition(".")
+            head, _, rest = name.partition(".")
+            keywords = tuple(k.arg for k in node.keywords if k.arg)
+            if receiver in SDK_OBJECTS:
+                dotted, positional = f"{SDK_OBJECTS[receiver]}.{method}", len(node.args) + 1
+            elif head in imported:
+                dotted, positional = ".".join(filter(None, [imported[head], rest])), len(node.args)
+            else:
+                dotted = None
+            if dotted:
+                calls.append(NotebookCall(path.name, dotted, positional, keywords))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return calls
+
+
+NOTEBOOK_CALLS = [call for path in NOTEBOOKS for call in notebook_sdk_calls(path)]
+
+
+def test_every_notebook_has_sdk_calls_found() -> None:
+    assert {call.notebook for call in NOTEBOOK_CALLS} == {path.name for path in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("call", NOTEBOOK_CALLS, ids=lambda c: f"{c.notebook[:2]}:{c.dotted}")
+def test_the_list_has_every_sdk_call_a_notebook_makes(call: NotebookCall) -> None:
+    assert call.dotted in {dotted for dotted, _, _ in CALLS}, f"add {call.dotted} to CALLS"
+    signature = inspect.signature(resolve(call.dotted))
+    signature.bind(*[SENTINEL] * call.positional, **dict.fromkeys(call.keywords, SENTINEL))

@@ -1,5 +1,7 @@
 """Every notebook runs top to bottom under papermill with non-default parameters, on the
-local backend, with fake cloud keys in the environment that must never show up anywhere.
+local backend, with fake cloud keys in the environment that must never show up anywhere
+the run writes: the executed notebook, papermill's log, the run folders, the local
+stack's storage and its log, and the kernel's IPython folder.
 
 (nbval runs them with their defaults: `pytest --nbval-lax notebooks/`, part of `make test`.)
 """
@@ -56,6 +58,7 @@ def run_env(tmp_path: Path) -> Iterator[dict[str, str]]:
         **FAKE_KEYS,
         "COURSE_RUNS_DIR": str(tmp_path / "runs"),
         "COURSE_LOCAL_STACK_DIR": str(tmp_path / "stack"),
+        "IPYTHONDIR": str(tmp_path / "ipython"),  # the kernel's history, in reach of leak checks
         "PYTHONPATH": str(ROOT),
         "NO_PROXY": "127.0.0.1,localhost",
     }
@@ -97,7 +100,8 @@ def test_notebook_runs_with_small_parameters(notebook: str, run_env: dict, tmp_p
     executed = nbformat.read(out, as_version=4)
     errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
-    assert_no_key_leaks(out.read_text(), log, all_text_under(tmp_path / "runs"))
+    assert (tmp_path / "stack" / "stack.log").exists()
+    assert_no_key_leaks(log, all_text_under(tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -112,12 +116,16 @@ def test_01_bad_backend_fails_fast_in_one_sentence(
 ) -> None:
     for name in FAKE_KEYS:
         run_env.pop(name)
-    started = time.monotonic()
-    code, log = finish(papermill("01_scoring.ipynb", tmp_path / "out.ipynb", parameters, run_env))
-    assert code != 0 and time.monotonic() - started < 30  # whole process: hangs only
+    code, log = finish(
+        papermill("01_scoring.ipynb", tmp_path / "out.ipynb", parameters, run_env), timeout=120
+    )
+    assert code != 0
     executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
-    assert executed.metadata.papermill.duration < 10
-    [error] = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    # It fails in the check cell, which imports nothing slow (how fast: `make bench`).
+    [(cell, error)] = [
+        (c, o) for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"
+    ]
+    assert cell.id == "check-parameters"
     assert error.ename == "CourseConfigError" and expected in error.evalue
     assert len(error.traceback) == 1  # one sentence, no wall of traceback
 
@@ -141,14 +149,6 @@ def is_local_stack(process: psutil.Process) -> bool:
         return "local_stack" in " ".join(process.cmdline())
     except psutil.Error:  # ended meanwhile
         return False
-
-
-def kill_everything_started_with(env: dict) -> None:
-    """SIGKILL the whole run: no process gets to exit cleanly."""
-    victims = started_with(env)
-    for process in victims:
-        process.kill()
-    psutil.wait_procs(victims, timeout=10)
 
 
 def metrics_steps(runs: Path, run_name: str) -> list[int]:
@@ -197,28 +197,20 @@ def assert_rerun_resumes(parameters: dict, run_env: dict, tmp_path: Path) -> Non
     assert f"resuming {name!r} after step" in printed
 
 
-def test_03_resumes_after_a_kill(run_env: dict, tmp_path: Path) -> None:
-    """Kill the whole run mid-way (SIGKILL, no clean exit); the re-run continues exactly."""
-    parameters = {**SMALL_PARAMETERS["03_training_loop.ipynb"], "steps": 8, "run_name": "killed"}
-    first = run_until_steps(parameters, run_env, tmp_path, done=3)
-    kill_everything_started_with(run_env)
-    first.wait()
-    assert_rerun_resumes(parameters, run_env, tmp_path)
-
-
-def test_03_dead_stack_fails_in_seconds_and_the_rerun_resumes(
+def test_03_dead_stack_fails_in_one_sentence_and_the_rerun_resumes(
     run_env: dict, tmp_path: Path
 ) -> None:
-    """SIGKILL only the local stack mid-run: the notebook fails within 15 s with one
-    sentence naming the stack's log, and re-running resumes (issue 10, item 7)."""
+    """SIGKILL only the local stack mid-run: the stack watcher stops the notebook with one
+    sentence naming the stack's log, and re-running resumes (issue 10, item 7). (How soon
+    after the kill it stops is measured by `make bench`; notebook 03 resuming from a
+    killed kernel is tests/test_resume.py.)"""
     parameters = {**SMALL_PARAMETERS["03_training_loop.ipynb"], "steps": 8, "run_name": "dead"}
     first = run_until_steps(parameters, run_env, tmp_path, done=2)
     [server] = [p for p in started_with(run_env) if is_local_stack(p)]
     server.kill()
-    killed_at = time.monotonic()
+    # The error's name (below) shows the watcher stopped the run; the bound catches hangs.
     code, log = finish(first, timeout=120)
-    took = time.monotonic() - killed_at
-    assert code != 0 and took < 15, f"papermill ended {took:.1f} s after the kill (code {code})"
+    assert code != 0
     stack_log = tmp_path / "stack" / "stack.log"
     sentence = f"The local stack (pid {server.pid}) stopped; its log is {stack_log}, and re-running"
     assert sentence in log and stack_log.exists()

@@ -11,7 +11,6 @@ import math
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -305,17 +304,15 @@ def test_counting_policy_raises_only_when_every_rollout_failed() -> None:
         ("04_sandboxed_rollouts.ipynb", "group_size", 100, "group_size must be a whole number"),
     ],
 )
-def test_papermill_with_a_value_out_of_range_fails_within_5_s(
+def test_papermill_with_a_value_out_of_range_fails_in_the_check_cell(
     notebook: str, name: str, value: object, expected: str, run_env: dict, tmp_path: Path
 ) -> None:
-    """The check cell fails within 5 s of papermill starting the notebook (kernel start
-    included), before any heavy import. Python's own start-up and papermill's imports come
-    before that clock and vary with load, so the whole process gets a bound for hangs only.
+    """The check cell fails, before any heavy import and before anything after it runs.
+    (How soon, 3 to 4 s after papermill starts here, is `python -m bench.fail_fast`'s.)
     """
-    started = time.monotonic()
     out = tmp_path / "out.ipynb"
-    code, log = finish(papermill(notebook, out, {name: value}, run_env))
-    assert code != 0 and time.monotonic() - started < 60
+    code, log = finish(papermill(notebook, out, {name: value}, run_env), timeout=120)
+    assert code != 0
     executed = nbformat.read(out, as_version=4)
     [(index, error)] = [
         (i, o)
@@ -329,8 +326,6 @@ def test_papermill_with_a_value_out_of_range_fails_within_5_s(
     assert executed.cells[index].id == "check-parameters" or "check_training_params" in (
         executed.cells[index].source
     )
-    duration = executed.metadata.papermill.duration
-    assert duration < 5, f"the notebook took {duration:.1f} s to fail"
 
 
 def test_a_run_whose_rollouts_all_fail_ends_non_zero_in_one_sentence(

@@ -165,7 +165,8 @@ def test_injected_latency_reports_in_progress_until_done(local_stack, renderer, 
     monkeypatch.setattr(sail.tinker, "_POLL_INTERVAL_SECONDS", 0.05)
     started = time.monotonic()
     sample(make_completer(max_tokens=4), renderer, QUESTIONS)
-    assert 0.5 <= time.monotonic() - started < 3
+    # At least the injected 0.5 s; under 15 s, so no 20 s SDK poll sleep was needed.
+    assert 0.5 <= time.monotonic() - started < 15
 
 
 @pytest.mark.parametrize(
@@ -179,10 +180,9 @@ def test_injected_latency_reports_in_progress_until_done(local_stack, renderer, 
 )
 def test_faults_surface_as_sdk_errors(local_stack, renderer, knobs, fault, error, words):
     knobs(faults={fault: 1.0})
-    started = time.monotonic()
     with pytest.raises(error, match=words or None) as raised:
-        sample(make_completer(max_tokens=4, poll_timeout=10), renderer, QUESTIONS[:1])
-    assert time.monotonic() - started < 10
+        sample(make_completer(max_tokens=4, poll_timeout=60), renderer, QUESTIONS[:1])
+    assert "polling timed out" not in str(raised.value)  # the fault itself, not a hang
     if fault == "http500":
         assert raised.value.status_code == 500
 

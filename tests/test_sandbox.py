@@ -47,7 +47,8 @@ from local_stack.sandbox import (
 from local_stack.sandbox.enclosure import totals_problem
 from local_stack.sandbox.process import OUTPUT_CEILING_BYTES
 
-SLACK_SECONDS = 2.0
+# Hangs only: whether a command was killed at its timeout is `metrics["timed_out"]`.
+SLACK_SECONDS = 30.0
 
 
 def assert_machine_unaffected(available_before: int) -> None:
@@ -180,7 +181,7 @@ def test_the_network_namespace_blocks_the_hosts_loopback(loopback_server) -> Non
     connect = f"echo hello > /dev/tcp/127.0.0.1/{port}"
     # Control: the same command outside the sandbox does reach the server.
     assert subprocess.run(["bash", "-c", connect], timeout=5).returncode == 0
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 30  # hangs only: the connection is usually in at once
     while not accepted and time.monotonic() < deadline:
         time.sleep(0.01)
     assert len(accepted) == 1
@@ -213,8 +214,9 @@ def test_writes_outside_the_working_directory_fail() -> None:
 
 def test_a_background_process_does_not_survive() -> None:
     ran = run(run_contained("sleep 1000 & disown; kill -0 $! && echo started", timeout=10))
-    # The command returns as soon as its shell exits, not when the sleep would.
-    assert ran.stdout_head == "started\n" and ran.elapsed < 5
+    # The command returns when its shell exits, not when the sleep would (at its timeout).
+    assert ran.stdout_head == "started\n" and ran.exit_code == 0
+    assert not ran.metrics.get("timed_out")
 
 
 def test_memory_and_file_size_limits_apply() -> None:
@@ -423,33 +425,46 @@ def test_a_rollout_group_is_graded_by_test_sh_in_the_sandbox(creation: str) -> N
     assert len(created) == 2 and not any(s.host_dir.exists() for s in created)
 
 
-def test_sequential_creation_pays_every_boot_and_concurrent_creation_pays_one() -> None:
+CREATING: list[int] = [0, 0]  # sandboxes being created right now, and the most at once
+
+
+async def counting_factory(env_dir: str | Path, timeout_seconds: float | None = None, **kwargs):
+    """`local_sandbox_factory`, counting how many creations overlap."""
+    CREATING[0] += 1
+    CREATING[1] = max(CREATING[1], CREATING[0])
+    try:
+        return await local_sandbox_factory(env_dir, timeout_seconds, **kwargs)
+    finally:
+        CREATING[0] -= 1
+
+
+def test_sequential_creation_pays_every_boot_and_concurrent_creation_overlaps_them() -> None:
+    """Sequential: one boot after another, so at least four boots' time. Concurrent: all
+    four boots at once. (How much time that saves: `python -m bench.sandbox`.)"""
     register_offline_kimi_tokenizer()
-    offline_kimi_tokenizer()  # built once, outside the timings
     boot = 0.3
 
-    async def make_envs_seconds(creation: str) -> float:
+    async def make_envs(creation: str) -> tuple[float, int]:
         builder = ShellTaskGroupBuilder(
             task_dir=TASK_DIR,
-            sandbox_factory=functools.partial(local_sandbox_factory, startup_latency_seconds=boot),
+            sandbox_factory=functools.partial(counting_factory, startup_latency_seconds=boot),
             group_size=4,
             model_name=MODEL_NAME,
             renderer_name=RENDERER_NAME,
             sandbox_creation=creation,
         )
         builder = pickle.loads(pickle.dumps(builder))  # as a rollout worker would receive it
+        CREATING[:] = [0, 0]
         started = time.monotonic()
         envs = await builder.make_envs()
         elapsed = time.monotonic() - started
         await builder.cleanup()
         assert not any(env.sandbox.host_dir.exists() for env in envs)
-        return elapsed
+        return elapsed, CREATING[1]
 
-    sequential = run(make_envs_seconds("sequential"))
-    concurrent = run(make_envs_seconds("concurrent"))
-    assert sequential >= 4 * boot
-    # Concurrent creation saves three of the four boots, give or take the uploads' timing.
-    assert sequential - concurrent >= 2 * boot
+    sequential_seconds, sequential_overlap = run(make_envs("sequential"))
+    assert sequential_overlap == 1 and sequential_seconds >= 4 * boot  # a lower bound only
+    assert run(make_envs("concurrent"))[1] == 4
 
 
 def test_without_root_the_totals_give_way_to_per_process_limits_with_a_warning(

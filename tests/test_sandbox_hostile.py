@@ -253,6 +253,6 @@ def test_the_lifetime_budget_ends_a_running_command(timeout: float | None) -> No
         return time.monotonic() - started, sandbox
 
     elapsed, sandbox = run(outlive_budget())
-    assert elapsed < budget + 5  # a hang-catching bound, not a timing claim
+    assert elapsed < budget + 60  # a hang-catching bound (the sleep is 1000 s), not a timing claim
     assert processes_with(marker) == []
     assert not sandbox.host_dir.exists()

@@ -17,7 +17,7 @@ import pytest
 
 from tests.kernel_support import bar_styles, loop_cell, run, started_kernel
 
-LOG = Path("/nonexistent/stack/local-stack.log")  # only quoted, never opened
+LOG = Path("/nonexistent/stack/stack.log")  # only quoted, never opened
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,8 @@ def test_running_cell_stops_within_seconds(kernel, stand_in, cell: str) -> None:
     reply, errors = run(client, cell)
     elapsed = time.monotonic() - started
     assert_stopped_in_one_sentence(reply, errors)
-    assert elapsed < 10, f"the cell took {elapsed:.1f} s to stop"  # hangs only; ~1.5 s typical
+    # Hangs only (the cell sleeps 120 s); how fast it stops (~1.5 s) is `make bench`'s.
+    assert elapsed < 60, f"the cell took {elapsed:.1f} s to stop"
     reply, errors = run(client, "1 + 1")  # a quick cell afterwards still runs
     assert reply["status"] == "ok" and not errors
 
@@ -82,7 +83,7 @@ def test_cell_started_after_the_death_stops_after_its_grace(kernel, stand_in) ->
     started = time.monotonic()
     reply, errors = run(client, "import time\ntime.sleep(120)")
     assert_stopped_in_one_sentence(reply, errors)
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 60  # hangs only: the cell sleeps 120 s
 
 
 def test_stop_button_still_shows_an_interruption(kernel, stand_in) -> None:

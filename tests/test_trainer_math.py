@@ -15,6 +15,7 @@ import torch
 import transformers
 from tinker.types import AdamParams
 
+from local_stack.engine import trainer as trainer_module
 from local_stack.engine.model import tiny_llama_config
 from local_stack.engine.trainer import (
     LoraTrainer,
@@ -118,11 +119,43 @@ def test_gradients_accumulate_until_optim_step():
     assert all(p.grad is None for p in trainer.params.values())
 
 
-def test_forward_only_leaves_gradients_alone():
+# 70 datums of 3 to 9 tokens: more than one micro-batch (MICRO_BATCH is 64).
+CROSSING_LENGTHS = tuple(3 + i % 7 for i in range(70))
+
+
+@pytest.mark.parametrize("loss_fn", ["cross_entropy", "importance_sampling"])
+def test_micro_batches_add_up_to_one_big_batch(loss_fn, monkeypatch):
+    """The summed loss, the logprobs and the gradient of 70 datums, run as two micro-batches,
+    equal those of the same datums run as one batch (and the hand computation's loss)."""
+    assert len(CROSSING_LENGTHS) > trainer_module.MICRO_BATCH
+    data = make_data(loss_fn, lengths=CROSSING_LENGTHS, seed=2)
+    trainer = make_trainer(dtype=torch.float64)
+    split = trainer.forward_backward(data, loss_fn)
+    split_grads = {name: p.grad.clone() for name, p in trainer.params.items()}
+    for p in trainer.params.values():
+        p.grad = None
+
+    monkeypatch.setattr(trainer_module, "MICRO_BATCH", len(data))
+    whole = trainer.forward_backward(data, loss_fn)
+
+    assert split.loss_sum == pytest.approx(whole.loss_sum, rel=RTOL)
+    assert split.loss_sum == pytest.approx(hand_loss(trainer, data, loss_fn)[0].item(), rel=RTOL)
+    for got, want in zip(split.logprobs, whole.logprobs, strict=True):
+        np.testing.assert_allclose(got, want, rtol=RTOL)
+    for name, p in trainer.params.items():
+        torch.testing.assert_close(split_grads[name], p.grad, rtol=RTOL, atol=1e-12, msg=name)
+
+
+@pytest.mark.parametrize("loss_fn", ["cross_entropy", "importance_sampling"])
+def test_forward_only_gives_the_backward_pass_loss_and_leaves_gradients_alone(loss_fn):
     trainer = make_trainer()
-    result = trainer.forward_backward(make_data("cross_entropy"), "cross_entropy", backward=False)
-    assert result.loss_sum > 0
+    data = make_data(loss_fn, lengths=CROSSING_LENGTHS, seed=3)
+    forward = trainer.forward_backward(data, loss_fn, backward=False)
     assert all(p.grad is None for p in trainer.params.values())
+    backward = trainer.forward_backward(data, loss_fn)
+    assert forward.loss_sum == pytest.approx(backward.loss_sum, rel=1e-6)
+    for got, want in zip(forward.logprobs, backward.logprobs, strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def hand_adamw(p, m, v, grad, step: int, hp: AdamParams):
