@@ -49,7 +49,7 @@ wheelhouse: | $(PYTHON)
 run: $(STAMP)
 	$(PYTHON) scripts/run_notebooks.py
 
-## make sweep: run notebook 03 once per combination of a grid, each run in runs/<name>/;
+## make sweep: run notebook 04 once per combination of a grid, each run in runs/<name>/;
 ## the grid is sweeps/default.toml, and e.g. SWEEP="-p seed 0 1 2 --name seeds3" changes it
 sweep: $(STAMP)
 	$(PYTHON) scripts/sweep.py $(SWEEP)

@@ -1,6 +1,6 @@
 """RL on the local stack, measured: `python -m bench.rl`.
 
-It runs the course's own loop, `helpers.training` (built from notebook 03): `run_step` for
+It runs the course's own loop, `helpers.training` (built from notebook 04): `run_step` for
 every step and `evaluate` for the held-out set, through the real tinker, sail and
 tinker-cookbook SDKs on `helpers.connect("local")`.
 (a) Learning is real: the loop trains on the arithmetic set's train split, and the held-out
@@ -10,7 +10,7 @@ tinker-cookbook SDKs on `helpers.connect("local")`.
     URL), sample (rollouts and scoring; Sail loads the new adapter on the first request) and
     train (forward_backward + optim_step).
 
-The defaults are the ones notebook 03 should use on the local backend.
+The defaults are the ones notebook 04 should use on the local backend.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pandas as pd
 from helpers.runs import Run
 
 Z_95 = 1.96  # a 95% interval is about 1.96 standard errors either side
-# Each held-out score as a ratio of two counts notebook 03 stores per problem.
+# Each held-out score as a ratio of two counts notebook 04 stores per problem.
 RATIOS = {
     "reward": ("reward", "samples"),
     "correct": ("correct", "samples"),

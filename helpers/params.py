@@ -214,7 +214,7 @@ def check_training_params(
     eval_samples: int | None,
     budget_sampled_tokens: int,
 ) -> None:
-    """Every parameter of notebook 03, in the order its parameters cell lists them."""
+    """Every parameter of notebook 04, in the order its parameters cell lists them."""
     check_backend(backend)
     check_whole_number("steps", steps, 1, MAX_STEPS, none_ok=True)
     # GRPO compares samples of the same prompt: one sample has nothing to compare with.
@@ -259,7 +259,7 @@ def check_sandbox_params(
     max_tokens: int,
     temperature: float,
 ) -> None:
-    """Every parameter of notebook 04; `max_tokens` and `temperature` only reach the cloud."""
+    """Every parameter of notebook 07; `max_tokens` and `temperature` only reach the cloud."""
     check_backend(backend)
     check_group_size(group_size, 1, MAX_SANDBOXED_GROUP_SIZE)
     check_number("simulated_boot_seconds", simulated_boot_seconds, 0.0, MAX_BOOT_SECONDS)
@@ -293,7 +293,7 @@ def check_one_step_params(
     check_budget_param(budget_sampled_tokens)
 
 
-# The comparison notebook's limits: the held-out scores notebook 03 stores, run-name
+# The comparison notebook's limits: the held-out scores notebook 04 stores, run-name
 # patterns that can only match folder names under runs/, and a readable smoothing window.
 HELD_OUT_METRICS = ("reward", "correct", "format", "correct_given_format")
 RUN_PATTERN = re.compile(r"[A-Za-z0-9_.*?\[\]-]{1,64}")
@@ -318,7 +318,7 @@ def check_comparison_params(*, backend: str, runs: str, metric: str, smoothing: 
     check_whole_number("smoothing", smoothing, 1, MAX_SMOOTHING)
 
 
-# Notebook 09's own limits. Sail's rule for LoRA names; the tables stay readable.
+# Notebook 08's own limits. Sail's rule for LoRA names; the tables stay readable.
 LORA_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]")
 MAX_PARITY_PROBLEMS = 64
 MAX_TABLE_PROBLEMS = HELD_OUT_PROBLEMS["cloud"]
@@ -336,7 +336,7 @@ def check_shipping_params(
     seed: int,
     keep_on_sail: bool,
 ) -> None:
-    """Every parameter of notebook 09, in the order its parameters cell lists them."""
+    """Every parameter of notebook 08, in the order its parameters cell lists them."""
     check_backend(backend)
     check_run_name(run_name)
     check_whole_number("short_run_steps", short_run_steps, 1, MAX_STEPS)

@@ -1,4 +1,4 @@
-"""Read run folders, whichever version of notebook 03 wrote them, and never fill a gap.
+"""Read run folders, whichever version of notebook 04 wrote them, and never fill a gap.
 
 A run folder, `runs/<run_name>/`, holds `metrics.jsonl` (one line per step, each with at
 least `step` and `reward`) and `state.json` (`completed_steps`, `eval_before`; newer runs
@@ -64,8 +64,8 @@ class Run:
         if isinstance(asked, int) and self.completed_steps < asked:
             return f"unfinished: {self.completed_steps} of {asked} steps done"
         if after is None:
-            if "settings" not in self.state:  # written before notebook 03 stored its settings
-                return "its notebook 03 printed the after-training scores but did not store them"
+            if "settings" not in self.state:  # written before notebook 04 stored its settings
+                return "its notebook 04 printed the after-training scores but did not store them"
             return "not evaluated after training yet"
         measured_at = after.get("completed_steps", self.completed_steps)
         if measured_at != self.completed_steps:
@@ -98,7 +98,7 @@ def read_run(folder: Path) -> Run:
         if not isinstance(state, dict):
             state, damage = {}, damage or "its state.json holds no JSON object"
     lines = metrics_path.read_text().splitlines() if metrics_path.exists() else []
-    # A killed run may have logged a step it never committed (notebook 03 drops that line
+    # A killed run may have logged a step it never committed (notebook 04 drops that line
     # when it resumes), or left half a line: neither is a step of the run.
     committed = state.get("completed_steps", 0)
     records = sorted(

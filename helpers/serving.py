@@ -2,7 +2,7 @@
 # the notebook's `# @save` cells, then run `make helpers` again.
 """Snapshot the LoRA weights Tinker is training and serve them through Sail.
 
-Notebook 03 calls `sail_policy` at the start of every training step.
+Notebook 04 calls `sail_policy` at the start of every training step.
 """
 
 from typing import Any

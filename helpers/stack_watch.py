@@ -5,7 +5,7 @@ for about five minutes and then say "Connection error". So `helpers.connect("loc
 starts a thread here that checks the server's pid twice a second. When the process is
 gone it stops the running cell, which fails with one sentence: the stack stopped, where
 its log is, and that re-running resumes (the stack keeps its checkpoints on disk, and
-notebook 03 resumes after its last completed step).
+notebook 04 resumes after its last completed step).
 
 A cell that was already running is stopped at once. A cell started after the death gets
 a few seconds' grace first, so that re-running the cell that calls `helpers.connect`

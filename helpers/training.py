@@ -1,8 +1,8 @@
-# Generated from notebooks/03_training_loop.ipynb by `make helpers`. Do not edit: change
+# Generated from notebooks/04_training_loop.ipynb by `make helpers`. Do not edit: change
 # the notebook's `# @save` cells, then run `make helpers` again.
 """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Also the held-out evaluation that notebook 03 runs before and after training.
+Also the held-out evaluation that notebook 04 runs before and after training.
 """
 
 import asyncio
@@ -28,7 +28,7 @@ from helpers.serving import SnapshotCompleter, sail_policy
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The knobs of one training run (notebook 03's parameters, checked)."""
+    """The knobs of one training run (notebook 04's parameters, checked)."""
 
     run_name: str
     group_size: int
@@ -148,7 +148,7 @@ async def run_step(
     training_client: Any,
     course: Any,
 ) -> dict:
-    """One step of the loop; returns the metrics that notebook 03 logs and plots."""
+    """One step of the loop; returns the metrics that notebook 04 logs and plots."""
     started = time.monotonic()
     policy = await snapshot_policy(
         f"{settings.run_name}-step-{step}", settings, training_client, course

@@ -235,12 +235,12 @@ def check_proxy() -> Result:
 
 
 def check_sandbox() -> Result:
-    """Notebook 04's local sandbox: bubblewrap 0.8+ and unprivileged user namespaces."""
+    """Notebook 07's local sandbox: bubblewrap 0.8+ and unprivileged user namespaces."""
     if system() != "Linux":
         return Result(
             "warn",
             f"sandbox: the local sandbox needs Linux, this is {system()}",
-            "notebook 04 runs its sandboxed commands only in the cloud here (on Windows, "
+            "notebook 07 runs its sandboxed commands only in the cloud here (on Windows, "
             "run the course in WSL2)",
         )
     version = bubblewrap_version()
@@ -262,7 +262,7 @@ def check_sandbox() -> Result:
         return Result("warn", f"sandbox: {blocked[0]}", blocked[1])
     if problem == "unknown":
         return Result("ok", "sandbox: bubblewrap installed (fully checked once the course is)")
-    return Result("warn", f"sandbox: {problem}", "see the README's note on notebook 04")
+    return Result("warn", f"sandbox: {problem}", "see the README's note on notebook 07")
 
 
 def _namespace_blocker() -> tuple[str, str] | None:

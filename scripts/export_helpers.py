@@ -44,7 +44,7 @@ MODULES = (
         "serving.py",
         """Snapshot the LoRA weights Tinker is training and serve them through Sail.
 
-Notebook 03 calls `sail_policy` at the start of every training step.
+Notebook 04 calls `sail_policy` at the start of every training step.
 """,
     ),
     TaughtModule(
@@ -54,11 +54,11 @@ Notebook 03 calls `sail_policy` at the start of every training step.
 """,
     ),
     TaughtModule(
-        "03_training_loop.ipynb",
+        "04_training_loop.ipynb",
         "training.py",
         """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Also the held-out evaluation that notebook 03 runs before and after training.
+Also the held-out evaluation that notebook 04 runs before and after training.
 """,
     ),
 )

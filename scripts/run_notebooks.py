@@ -1,7 +1,7 @@
 """Execute every course notebook in order with papermill, on the local backend.
 
 `make run` calls this. Executed notebooks go to `runs/<timestamp>/`, and so does
-notebook 03's run folder (metrics, figure), because its `run_name` is that timestamp.
+notebook 04's run folder (metrics, figure), because its `run_name` is that timestamp.
 One line per notebook says how long it took and whether it ran. Extra `-p name value`
 pairs are passed to every notebook that has that parameter.
 

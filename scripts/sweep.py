@@ -8,7 +8,7 @@
 
 A grid file (TOML) has a `name` and a `[parameters]` table; `-p NAME VALUE...` adds to it or
 replaces its entry. One value holds in every run, several give one run per value, and runs
-are every combination. Each run is notebooks/03_training_loop.ipynb under papermill, named
+are every combination. Each run is notebooks/04_training_loop.ipynb under papermill, named
 `<name>-<parameter><value>-...` after the parameters that vary, in its own folder under
 runs/ (COURSE_RUNS_DIR), where its executed notebook is kept beside its metrics and state.
 
@@ -41,7 +41,7 @@ from helpers.runlog import RUNS_DIR
 from helpers.runs import notebook_defaults, read_run
 from scripts.run_notebooks import ROOT, execute, local_stack_for
 
-NOTEBOOK = ROOT / "notebooks" / "03_training_loop.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "04_training_loop.ipynb"
 DEFAULT_GRID = ROOT / "sweeps" / "default.toml"
 COMPARE_NOTEBOOK = "notebooks/05_compare_runs.ipynb"
 # How many runs at once, unless --jobs says otherwise. The local stack computes on one

@@ -83,7 +83,7 @@ CALLS: list[tuple[str, tuple, dict[str, Any]]] = [
         },
     ),
     ("sail.reset_transports", (), {}),
-    # Notebook 03: the training loop.
+    # Notebook 04: the training loop.
     ("tinker_cookbook.rl.rollouts.do_group_rollout", (SENTINEL, SENTINEL), {"strategy": None}),
     ("tinker_cookbook.rl.rollout_strategy.MinViableGroup", (), {"min_successful": 2}),
     ("tinker_cookbook.rl.data_processing.compute_advantages", (SENTINEL,), {}),
@@ -137,7 +137,7 @@ CALLS: list[tuple[str, tuple, dict[str, Any]]] = [
     # The shipping notebook: a short run's state, and scoring fixed tokens.
     ("tinker.TrainingClient.load_state_async", (SENTINEL, "tinker://x"), {}),
     ("tinker.ModelInput.from_ints", ([1, 2],), {}),
-    # Notebook 04: sandboxed rollouts.
+    # Notebook 07: sandboxed rollouts.
     ("sail.tinker_sandbox_factory", ("env_dir", 600), {"size": "s"}),
     ("sail.EgressPolicy.allow_all", (), {}),
     ("sail.EgressPolicy.no_network", (), {}),

@@ -1,4 +1,4 @@
-"""Issue 17: notebook 03's spend estimate, its cloud defaults, and the cap that holds.
+"""Issue 17: notebook 04's spend estimate, its cloud defaults, and the cap that holds.
 
 The cloud is the local stack here, as in tests/test_one_grpo_step.py: the `local_stack`
 fixture points the real SDKs at it and sets well-formed keys, so `backend="cloud"` runs
@@ -31,8 +31,8 @@ from helpers.defaults import BACKEND_DEFAULTS, with_defaults
 from helpers.errors import CourseConfigError
 from local_stack.control.client import get_stats
 
-NOTEBOOK = "03_training_loop.ipynb"
-# Notebook 03's cloud defaults: 7 steps x 8 x 8 rollouts, then 50 problems x 2 samples
+NOTEBOOK = "04_training_loop.ipynb"
+# Notebook 04's cloud defaults: 7 steps x 8 x 8 rollouts, then 50 problems x 2 samples
 # scored before and after training, each rollout at most 1,024 tokens.
 CLOUD_ROLLOUTS = 7 * 64 + 2 * 50 * 2
 CLOUD_SAMPLED_TOKENS = CLOUD_ROLLOUTS * 1024
@@ -108,7 +108,7 @@ def test_defaults_are_sized_per_backend_and_an_explicit_value_wins() -> None:
 
 
 def _notebook_up_to_the_check_cell(folder: Path) -> Path:
-    """Notebook 03's cells before `helpers.connect`: the parameters and the check cell."""
+    """Notebook 04's cells before `helpers.connect`: the parameters and the check cell."""
     notebook = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
     [connect] = [i for i, c in enumerate(notebook.cells) if "helpers.connect(" in c.source]
     notebook.cells = notebook.cells[:connect]

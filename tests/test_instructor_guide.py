@@ -29,11 +29,11 @@ FINAL_TO_CURRENT = {
     "01_scoring": "01_scoring",
     "02_snapshot_and_serve": "02_snapshot_and_serve",
     "03_one_grpo_step": "03_one_grpo_step",
-    "04_training_loop": "03_training_loop",
+    "04_training_loop": "04_training_loop",
     "05_compare_runs": None,
     "06_faster_loops": None,
-    "07_sandboxed_rollouts": "04_sandboxed_rollouts",
-    "08_ship_the_adapter": "09_ship_the_adapter",
+    "07_sandboxed_rollouts": "07_sandboxed_rollouts",
+    "08_ship_the_adapter": "08_ship_the_adapter",
 }
 END = "<|im_end|>"
 

@@ -1,4 +1,4 @@
-"""Notebook 04 where the local sandbox cannot run, and where it can.
+"""Notebook 07 where the local sandbox cannot run, and where it can.
 
 Where it cannot (no bubblewrap here; macOS and missing user namespaces take the same path),
 the notebook says why in one sentence at the top, skips each cell that creates sandboxes
@@ -22,7 +22,7 @@ from tests import test_notebooks
 from tests.test_notebooks import SMALL_PARAMETERS, finish, papermill
 
 run_env = test_notebooks.run_env  # the fixture: own runs/ and stack folders, fake keys set
-NOTEBOOK = "04_sandboxed_rollouts.ipynb"
+NOTEBOOK = "07_sandboxed_rollouts.ipynb"
 # Runs in the kernel at start-up (an IPython startup file): logs the argv of each process
 # it starts, by subprocess, os.exec*, os.posix_spawn, os.spawn* or os.system.
 AUDIT_STARTUP = """
@@ -57,7 +57,7 @@ def path_without_bwrap(folder: Path) -> str:
 
 
 def run_notebook_04(env: dict, tmp_path: Path) -> tuple[nbformat.NotebookNode, list[list[str]]]:
-    """Run notebook 04 under papermill; return the executed notebook and the kernel's
+    """Run notebook 07 under papermill; return the executed notebook and the kernel's
     process starts."""
     startup = tmp_path / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True)

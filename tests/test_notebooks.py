@@ -37,7 +37,7 @@ SMALL_PARAMETERS = {
         "group_size": 2,
         "completion_window": "flex",
     },
-    "03_training_loop.ipynb": {
+    "04_training_loop.ipynb": {
         "steps": 3,
         "group_size": 2,
         "groups_per_step": 4,
@@ -45,7 +45,7 @@ SMALL_PARAMETERS = {
         "eval_samples": 1,
         "run_name": "papermill-small",
     },
-    "04_sandboxed_rollouts.ipynb": {"group_size": 2, "simulated_boot_seconds": 0.2},
+    "07_sandboxed_rollouts.ipynb": {"group_size": 2, "simulated_boot_seconds": 0.2},
 }
 
 
@@ -161,9 +161,9 @@ def metrics_steps(runs: Path, run_name: str) -> list[int]:
 def test_03_survives_sail_faults(run_env: dict, tmp_path: Path) -> None:
     """10% of responses fail and 5% answer HTTP 500: the run still completes all 10 steps."""
     run_env["COURSE_SAIL_FAULTS"] = "failed=0.1,http500=0.05"
-    parameters = {**SMALL_PARAMETERS["03_training_loop.ipynb"], "steps": 10, "run_name": "faults"}
+    parameters = {**SMALL_PARAMETERS["04_training_loop.ipynb"], "steps": 10, "run_name": "faults"}
     code, log = finish(
-        papermill("03_training_loop.ipynb", tmp_path / "out.ipynb", parameters, run_env)
+        papermill("04_training_loop.ipynb", tmp_path / "out.ipynb", parameters, run_env)
     )
     assert code == 0, log[-3000:]
     runs = tmp_path / "runs"
@@ -173,8 +173,8 @@ def test_03_survives_sail_faults(run_env: dict, tmp_path: Path) -> None:
 
 
 def run_until_steps(parameters: dict, run_env: dict, tmp_path: Path, done: int) -> subprocess.Popen:
-    """Start notebook 03 and return once `done` steps are on disk (the run goes on)."""
-    run = papermill("03_training_loop.ipynb", tmp_path / "first.ipynb", parameters, run_env)
+    """Start notebook 04 and return once `done` steps are on disk (the run goes on)."""
+    run = papermill("04_training_loop.ipynb", tmp_path / "first.ipynb", parameters, run_env)
     deadline = time.monotonic() + 300
     while len(metrics_steps(tmp_path / "runs", parameters["run_name"])) < done:
         assert run.poll() is None and time.monotonic() < deadline, "first run ended early"
@@ -183,12 +183,12 @@ def run_until_steps(parameters: dict, run_env: dict, tmp_path: Path, done: int) 
 
 
 def assert_rerun_resumes(parameters: dict, run_env: dict, tmp_path: Path) -> None:
-    """Run notebook 03 again: it resumes, and every step is on disk exactly once."""
+    """Run notebook 04 again: it resumes, and every step is on disk exactly once."""
     name, steps = parameters["run_name"], parameters["steps"]
     done_before = len(metrics_steps(tmp_path / "runs", name))
     assert 0 < done_before < steps
     code, log = finish(
-        papermill("03_training_loop.ipynb", tmp_path / "second.ipynb", parameters, run_env)
+        papermill("04_training_loop.ipynb", tmp_path / "second.ipynb", parameters, run_env)
     )
     assert code == 0, log[-3000:]
     assert metrics_steps(tmp_path / "runs", name) == list(range(steps))
@@ -202,9 +202,9 @@ def test_03_dead_stack_fails_in_one_sentence_and_the_rerun_resumes(
 ) -> None:
     """SIGKILL only the local stack mid-run: the stack watcher stops the notebook with one
     sentence naming the stack's log, and re-running resumes (issue 10, item 7). (How soon
-    after the kill it stops is measured by `make bench`; notebook 03 resuming from a
+    after the kill it stops is measured by `make bench`; notebook 04 resuming from a
     killed kernel is tests/test_resume.py.)"""
-    parameters = {**SMALL_PARAMETERS["03_training_loop.ipynb"], "steps": 8, "run_name": "dead"}
+    parameters = {**SMALL_PARAMETERS["04_training_loop.ipynb"], "steps": 8, "run_name": "dead"}
     first = run_until_steps(parameters, run_env, tmp_path, done=2)
     [server] = [p for p in started_with(run_env) if is_local_stack(p)]
     server.kill()

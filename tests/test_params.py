@@ -60,7 +60,7 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
             "example_index": ([0, 1466], [-1, 1467, *NOT_WHOLE]),
         },
     ),
-    "03_training_loop.ipynb": (
+    "04_training_loop.ipynb": (
         params.check_training_params,
         {
             "backend": "local",
@@ -92,7 +92,7 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
     ),
-    "04_sandboxed_rollouts.ipynb": (
+    "07_sandboxed_rollouts.ipynb": (
         params.check_sandbox_params,
         {
             "backend": "local",
@@ -182,8 +182,8 @@ def _parameter_comment(notebook: str, name: str) -> str:
 @pytest.mark.parametrize(
     ("notebook", "changes", "names"),
     [
-        ("03_training_loop.ipynb", {"group_size": 64, "groups_per_step": 65}, "group_size x "),
-        ("03_training_loop.ipynb", {"eval_problems": 399, "eval_samples": 11}, "eval_problems x "),
+        ("04_training_loop.ipynb", {"group_size": 64, "groups_per_step": 65}, "group_size x "),
+        ("04_training_loop.ipynb", {"eval_problems": 399, "eval_samples": 11}, "eval_problems x "),
     ],
 )
 def test_rollouts_in_flight_at_once_are_bounded(notebook: str, changes: dict, names: str) -> None:
@@ -195,10 +195,10 @@ def test_cloud_ranges_follow_the_cloud_data(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("TINKER_API_KEY", "tml-fake-key-for-tests-0123456789")
     monkeypatch.setenv("SAIL_API_KEY", "sk_fake_key_for_tests")
     cloud = {"backend": "cloud", "eval_problems": 200, "groups_per_step": 2000}
-    _check("03_training_loop.ipynb", **cloud, max_tokens=262_144)
+    _check("04_training_loop.ipynb", **cloud, max_tokens=262_144)
     _check("01_scoring.ipynb", backend="cloud", example_index=1999)
     with pytest.raises(CourseConfigError, match=r"^eval_problems .* from 1 to 200 \(the cloud"):
-        _check("03_training_loop.ipynb", **{**cloud, "eval_problems": 201})
+        _check("04_training_loop.ipynb", **{**cloud, "eval_problems": 201})
 
 
 def test_data_sizes_are_the_data_connect_loads() -> None:
@@ -299,9 +299,9 @@ def test_counting_policy_raises_only_when_every_rollout_failed() -> None:
             NAN,
             "temperature must be 0 (greedy) or a number from 0.01",
         ),
-        ("03_training_loop.ipynb", "groups_per_step", 5000, "from 1 to 1467 (the local backend"),
-        ("03_training_loop.ipynb", "learning_rate", INF, "greater than 0 and at most 1"),
-        ("04_sandboxed_rollouts.ipynb", "group_size", 100, "group_size must be a whole number"),
+        ("04_training_loop.ipynb", "groups_per_step", 5000, "from 1 to 1467 (the local backend"),
+        ("04_training_loop.ipynb", "learning_rate", INF, "greater than 0 and at most 1"),
+        ("07_sandboxed_rollouts.ipynb", "group_size", 100, "group_size must be a whole number"),
     ],
 )
 def test_papermill_with_a_value_out_of_range_fails_in_the_check_cell(
@@ -331,11 +331,11 @@ def test_papermill_with_a_value_out_of_range_fails_in_the_check_cell(
 def test_a_run_whose_rollouts_all_fail_ends_non_zero_in_one_sentence(
     run_env: dict, tmp_path: Path
 ) -> None:
-    """Every Sail response fails: notebook 03 stops at its first evaluation, not green."""
+    """Every Sail response fails: notebook 04 stops at its first evaluation, not green."""
     run_env["COURSE_SAIL_FAULTS"] = "failed=1"
-    parameters = {**SMALL_PARAMETERS["03_training_loop.ipynb"], "run_name": "all-fail"}
+    parameters = {**SMALL_PARAMETERS["04_training_loop.ipynb"], "run_name": "all-fail"}
     code, log = finish(
-        papermill("03_training_loop.ipynb", tmp_path / "out.ipynb", parameters, run_env)
+        papermill("04_training_loop.ipynb", tmp_path / "out.ipynb", parameters, run_env)
     )
     assert code != 0
     executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)

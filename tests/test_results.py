@@ -1,10 +1,10 @@
 """Honest results: numbers that repeat, settings a run keeps, exercises that do what they
 say, and storage that cleans itself.
 
-Every "Try this" of notebooks 01-03 is executed here, literally, with small parameters,
-and checked for the change it announces. (Notebook 03's first one, interrupting the kernel
+Every "Try this" of notebooks 01, 02 and 04 is executed here, literally, with small parameters,
+and checked for the change it announces. (Notebook 04's first one, interrupting the kernel
 mid-loop and running again, is `test_notebooks.py::test_03_resumes_after_a_kill`.) The
-notebook 03 runs share one runs folder and one local-stack storage folder, as a learner's
+notebook 04 runs share one runs folder and one local-stack storage folder, as a learner's
 would, so the last test can check what that storage holds after them.
 """
 
@@ -21,7 +21,7 @@ import pytest
 from helpers.data import arithmetic_dataset
 from tests.test_notebooks import FAKE_KEYS, ROOT, finish, papermill
 
-NOTEBOOK_03 = "03_training_loop.ipynb"
+NOTEBOOK_03 = "04_training_loop.ipynb"
 # group_size 8 so that the group_size 2 exercise has a baseline with few degenerate groups.
 SMALL_03 = {
     "steps": 2,
@@ -108,12 +108,12 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-# -- notebook 03 ---------------------------------------------------------------------
+# -- notebook 04 ---------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One runs folder and one local-stack storage folder for every notebook 03 run here."""
+    """One runs folder and one local-stack storage folder for every notebook 04 run here."""
     return tmp_path_factory.mktemp("results")
 
 

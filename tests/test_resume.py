@@ -1,4 +1,4 @@
-"""Notebook 03 resumes from the exact crash windows of its loop, and keeps learning.
+"""Notebook 04 resumes from the exact crash windows of its loop, and keeps learning.
 
 A step ends with two writes: its metrics line (`RunLog.append`), then the state that
 records it as done and names its `save_state` checkpoint (`RunLog.commit`). The kernel is
@@ -51,8 +51,8 @@ MIN_FORMAT_GAIN = 0.03
 
 
 def notebook_with_probe(tmp_path: Path) -> Path:
-    """Notebook 03 plus a last cell that prints its held-out scores as JSON."""
-    notebook = nbformat.read(NOTEBOOKS / "03_training_loop.ipynb", as_version=4)
+    """Notebook 04 plus a last cell that prints its held-out scores as JSON."""
+    notebook = nbformat.read(NOTEBOOKS / "04_training_loop.ipynb", as_version=4)
     scores = "{'before': eval_before, 'after': eval_after}"
     probe = f"import json\nprint({PROBE!r} + json.dumps({scores}))"
     notebook.cells.append(nbformat.v4.new_code_cell(probe))
@@ -62,7 +62,7 @@ def notebook_with_probe(tmp_path: Path) -> Path:
 
 
 def run_notebook(notebook: Path, env: dict, out: Path, kill_at: str | None = None) -> str:
-    """Run notebook 03; with `kill_at`, its kernel dies there and the run must fail."""
+    """Run notebook 04; with `kill_at`, its kernel dies there and the run must fail."""
     if kill_at:
         startup = Path(env["IPYTHONDIR"]) / "profile_default" / "startup"
         startup.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Shipping an adapter: Sail's LoRA upload flow on the local stack, and notebook 09.
+"""Shipping an adapter: Sail's LoRA upload flow on the local stack, and notebook 08.
 
 The upload routes are driven over HTTP as Sail's documentation drives them (the SDK has no
 calls for them), and sampling by name through the real `sail.SailTokenCompleter(lora=...)`.
@@ -49,7 +49,7 @@ from tests.test_notebooks import (
     run_env,  # noqa: F401 (the fixture)
 )
 
-NOTEBOOK = "09_ship_the_adapter.ipynb"
+NOTEBOOK = "08_ship_the_adapter.ipynb"
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
 
 
@@ -347,7 +347,7 @@ def test_file_storage_is_bounded_and_refuses_instead_of_evicting(local_stack):
 
 
 # ---------------------------------------------------------------------------------------
-# Notebook 09: its parameter checks, its run-state reader, and whole runs under papermill.
+# Notebook 08: its parameter checks, its run-state reader, and whole runs under papermill.
 
 
 @pytest.mark.parametrize(
@@ -453,7 +453,7 @@ def test_notebook_runs_unchanged_on_the_cloud_path_with_an_existing_run(
     local_stack, renderer, tmp_path: Path
 ) -> None:
     """backend="cloud" against the local stack (the SDKs' URLs and keys point at it), shipping
-    a run that notebook 03 would have left: a state.json with its checkpoint."""
+    a run that notebook 04 would have left: a state.json with its checkpoint."""
     runs = tmp_path / "runs"
     checkpoint = asyncio.run(_train_and_save_state(renderer))
     (runs / "seeded").mkdir(parents=True)
@@ -482,7 +482,7 @@ def test_notebook_runs_unchanged_on_the_cloud_path_with_an_existing_run(
 
 
 async def _train_and_save_state(renderer) -> str:
-    """Two GRPO steps on the local stack, saved with save_state, as notebook 03 leaves a run."""
+    """Two GRPO steps on the local stack, saved with save_state, as notebook 04 leaves a run."""
     quiet_tinker_deprecation_logs()  # notebook 02 explains the signed-URL deprecation
     course = SimpleNamespace(
         service_client=tinker.ServiceClient(),

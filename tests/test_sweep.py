@@ -104,7 +104,7 @@ def assert_finished_run(folder: Path, steps: int) -> None:
     metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(steps))
     assert json.loads((folder / "state.json").read_text())["completed_steps"] == steps
-    executed = nbformat.read(folder / "03_training_loop.ipynb", as_version=4)
+    executed = nbformat.read(folder / "04_training_loop.ipynb", as_version=4)
     assert executed.metadata.papermill.parameters["run_name"] == folder.name
     assert not [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
 
@@ -159,7 +159,7 @@ SETTINGS = {"backend": "local", "group_size": 8, "groups_per_step": 8, "eval_pro
 
 
 def problems(rewards_per_sample: list[list[float]]) -> list[dict]:
-    """Per-problem counts as notebook 03 stores them, from each sample's reward (1, 0.9,
+    """Per-problem counts as notebook 04 stores them, from each sample's reward (1, 0.9,
     0 or -0.1: right and boxed, right unboxed, wrong boxed, wrong unboxed)."""
     return [
         {
@@ -205,7 +205,7 @@ def write_run(runs: Path, name: str, state: dict, steps: int) -> None:
 
 @pytest.fixture
 def fixture_runs(tmp_path: Path) -> Path:
-    """Four finished runs in the newer format, one from today's notebook 03 (no settings,
+    """Four finished runs in the newer format, one from today's notebook 04 (no settings,
     no after-training scores stored), and one run that matches no pattern."""
     runs = tmp_path / "runs"
     before = {"unseen facts": scores(problems(BEFORE))}

@@ -1,7 +1,7 @@
 """Tinker checkpoints on local disk: `tinker://` paths, TTLs and the archives Sail downloads.
 
 Everything lives under one root that survives stack restarts, so a `tinker://` path saved by
-one stack process resolves in the next (notebook 03 resumes training that way):
+one stack process resolves in the next (notebook 04 resumes training that way):
 
     <model_id>/run.json                       how the run was created (answers weights_info)
     <model_id>/<kind>/<name>/                 kind is `weights` (save_state) or `sampler_weights`
