@@ -144,6 +144,14 @@ def started_with(env: dict) -> list[psutil.Process]:
     return found
 
 
+def kill_everything_started_with(env: dict) -> None:
+    """SIGKILL the whole run: no process gets to exit cleanly."""
+    victims = started_with(env)
+    for process in victims:
+        process.kill()
+    psutil.wait_procs(victims, timeout=10)
+
+
 def is_local_stack(process: psutil.Process) -> bool:
     try:
         return "local_stack" in " ".join(process.cmdline())
