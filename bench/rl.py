@@ -75,19 +75,9 @@ async def held_out(
     course: Any, training_client: Any, settings: Any, name: str, samples: int, seed: int, url: str
 ) -> dict:
     """`evaluate` on every held-out problem, sampled from the current weights."""
-    from helpers.serving import sail_policy
-    from helpers.training import evaluate
+    from helpers.training import evaluate, snapshot_policy
 
-    policy = await sail_policy(
-        training_client,
-        course.service_client,
-        course.adapter_config,
-        name,
-        model_name=course.model_name,
-        max_tokens=settings.max_tokens,
-        temperature=settings.temperature,
-        completion_window=settings.completion_window,
-    )
+    policy = await snapshot_policy(name, settings, training_client, course)
     set_knobs(url, seed=seed)
     return await evaluate(policy, course.held_out_rows, course.renderer, samples)
 
