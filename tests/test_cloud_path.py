@@ -117,7 +117,13 @@ def test_cloud_path_runs_against_the_local_stack(tmp_path: Path) -> None:
         assert not any(value in text for text in written), f"{name} leaked"
 
     assert result["requested"] == [["microsoft/orca-math-word-problems-200k", "train"]]
-    assert result["defaults"] == {"max_tokens": 1024, "learning_rate": 1e-5}
+    assert result["defaults"] == {
+        "max_tokens": 1024,
+        "learning_rate": 1e-5,
+        "steps": 7,
+        "eval_problems": 50,
+        "eval_samples": 2,
+    }
     assert result["rows"] == [2000, 200]
     record, scores = result["record"], result["scores"]
     assert record["dropped_rollouts"] == 0 and scores["samples"] == 16
