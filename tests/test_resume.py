@@ -8,11 +8,13 @@ each re-run this checks, from the run folder and the local stack's storage:
 - every step's metrics line is on disk exactly once, in order;
 - the re-run's first weights are exactly the saved checkpoint's (not the base adapter),
   and its first optimizer step continues Adam's step count from that checkpoint;
-- the held-out format rate, scored before the first run and after the last, rose;
+- the held-out format rate on unseen facts, scored before the first run and after the
+  last (both stored in `state.json`), rose;
 - the fake keys in the environment appear nowhere the three runs wrote.
 
-The kill comes from an IPython start-up file (`tests/crash_window_hook.py`) that wraps
-`RunLog.append` and `RunLog.commit` in the kernel; the notebook itself has no test hook.
+An IPython start-up file (`tests/crash_window_hook.py`) in the test's kernels wraps
+`RunLog.append` and `RunLog.commit` to kill the kernel, and keeps a copy of each
+checkpoint the notebook deletes when it is done with it; the notebook has no test hook.
 """
 
 from __future__ import annotations
@@ -21,14 +23,12 @@ import json
 import shutil
 from pathlib import Path
 
-import nbformat
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
 from tests import test_notebooks
 from tests.test_notebooks import (
-    NOTEBOOKS,
     all_text_under,
     assert_no_key_leaks,
     finish,
@@ -39,39 +39,24 @@ from tests.test_notebooks import (
 run_env = test_notebooks.run_env  # the fixture: the run's own runs/ and stack dirs, fake keys
 
 HOOK = Path(__file__).with_name("crash_window_hook.py")
+NOTEBOOK = "04_training_loop.ipynb"
 RUN_NAME = "crash-windows"
 STEPS = 16
 # The local defaults (learning rate 1e-3, 8 x 8 rollouts a step), fewer steps.
 PARAMETERS = {"steps": STEPS, "eval_problems": 100, "eval_samples": 4, "run_name": RUN_NAME}
-PROBE = "COURSE-TEST-PROBE "
 # After 16 such steps the held-out format rate rose by +0.088 to +0.122 (mean +0.107) over
 # six seeds (`python -m bench.rl --steps 16 --seed N`); the reward by +0.03 to +0.10, too
 # close to its noise (about 0.03) to assert. Format is the skill the model learns first.
 MIN_FORMAT_GAIN = 0.03
+HELD_OUT = "unseen facts"  # notebook 04's name for the held-out problems
 
 
-def notebook_with_probe(tmp_path: Path) -> Path:
-    """Notebook 04 plus a last cell that prints its held-out scores as JSON."""
-    notebook = nbformat.read(NOTEBOOKS / "04_training_loop.ipynb", as_version=4)
-    scores = "{'before': eval_before, 'after': eval_after}"
-    probe = f"import json\nprint({PROBE!r} + json.dumps({scores}))"
-    notebook.cells.append(nbformat.v4.new_code_cell(probe))
-    path = tmp_path / "03_with_probe.ipynb"
-    nbformat.write(notebook, path)
-    return path
-
-
-def run_notebook(notebook: Path, env: dict, out: Path, kill_at: str | None = None) -> str:
+def run_notebook(env: dict, out: Path, kill_at: str | None = None) -> str:
     """Run notebook 04; with `kill_at`, its kernel dies there and the run must fail."""
-    if kill_at:
-        startup = Path(env["IPYTHONDIR"]) / "profile_default" / "startup"
-        startup.mkdir(parents=True, exist_ok=True)
-        shutil.copy(HOOK, startup / "00-crash-window.py")
-        env = {**env, "COURSE_TEST_KILL_AT": kill_at}
-    code, log = finish(papermill(str(notebook), out, PARAMETERS, env))
+    env = {**env, "COURSE_TEST_KILL_AT": kill_at} if kill_at else env
+    code, log = finish(papermill(NOTEBOOK, out, PARAMETERS, env))
     if kill_at:
         assert code != 0 and "DeadKernelError" in log, f"not killed at {kill_at}: {log[-2000:]}"
-        shutil.rmtree(Path(env["IPYTHONDIR"]) / "profile_default" / "startup")
     else:
         assert code == 0, log[-3000:]
     return log
@@ -85,16 +70,18 @@ def models(storage: Path) -> set[str]:
     return {p.parent.name for p in storage.glob("*/run.json")}
 
 
-def checkpoint_dir(storage: Path, tinker_path: str) -> Path:
-    model_id, kind, name = tinker_path.removeprefix("tinker://").split("/")
-    return storage / model_id / kind / name
+def checkpoint_dir(roots: tuple[Path, Path], tinker_path: str) -> Path:
+    """Where a checkpoint's files are: the stack's storage, or the copy kept on deletion."""
+    relative = tinker_path.removeprefix("tinker://")
+    return next(root / relative for root in roots if (root / relative).exists())
 
 
-def by_creation(storage: Path, model_id: str, kind: str) -> list[tuple[float, Path]]:
-    found = []
-    for meta in (storage / model_id / kind).glob("*/checkpoint.json"):
-        found.append((json.loads(meta.read_text())["created_at"], meta.parent))
-    return sorted(found)
+def by_creation(roots: tuple[Path, Path], model_id: str, kind: str) -> list[tuple[float, Path]]:
+    found = {}
+    for root in reversed(roots):  # the storage's own copy wins
+        for meta in (root / model_id / kind).glob("*/checkpoint.json"):
+            found[meta.parent.name] = (json.loads(meta.read_text())["created_at"], meta.parent)
+    return sorted(found.values())
 
 
 def adam_steps(checkpoint: Path) -> int:
@@ -102,15 +89,15 @@ def adam_steps(checkpoint: Path) -> int:
         return int(f.metadata()["steps"])
 
 
-def assert_continued_from(storage: Path, saved: str, models_before: set[str]) -> None:
+def assert_continued_from(roots: tuple[Path, Path], saved: str, models_before: set[str]) -> None:
     """The run that started after `models_before` sampled from `saved`'s weights first,
     and its first optimizer step was Adam's next step after `saved`'s."""
-    [model_id] = models(storage) - models_before
-    saved_dir = checkpoint_dir(storage, saved)
+    [model_id] = models(roots[0]) - models_before
+    saved_dir = checkpoint_dir(roots, saved)
     saved_weights = load_file(saved_dir / "adapter_model.safetensors")
-    (first_state_at, first_state), *_ = by_creation(storage, model_id, "weights")
+    (first_state_at, first_state), *_ = by_creation(roots, model_id, "weights")
     served_first = [
-        d for at, d in by_creation(storage, model_id, "sampler_weights") if at < first_state_at
+        d for at, d in by_creation(roots, model_id, "sampler_weights") if at < first_state_at
     ]
     assert served_first, "the re-run sampled nothing before its first saved state"
     for directory in served_first:
@@ -122,38 +109,41 @@ def assert_continued_from(storage: Path, saved: str, models_before: set[str]) ->
     assert adam_steps(first_state) == adam_steps(saved_dir) + 1
 
 
-def test_03_resumes_exactly_from_each_crash_window(run_env: dict, tmp_path: Path) -> None:
+def test_04_resumes_exactly_from_each_crash_window(run_env: dict, tmp_path: Path) -> None:
     runs = Path(run_env["COURSE_RUNS_DIR"])
     storage = Path(run_env["COURSE_LOCAL_STACK_DIR"]) / "tinker"  # the stack's checkpoints
+    roots = (storage, tmp_path / "deleted-checkpoints")
+    run_env["COURSE_TEST_EVIDENCE_DIR"] = str(roots[1])
     run_env["IPYTHONDIR"] = str(tmp_path / "ipython")
-    notebook = notebook_with_probe(tmp_path)
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    shutil.copy(HOOK, startup / "00-crash-window.py")
 
     # 1. Killed after step 2's metrics line, before its commit: step 2 must run again.
-    logs = [run_notebook(notebook, run_env, tmp_path / "first.ipynb", kill_at="append:2")]
+    logs = [run_notebook(run_env, tmp_path / "first.ipynb", kill_at="append:2")]
     assert metrics_steps(runs, RUN_NAME) == [0, 1, 2]
     state = run_state(runs)
     assert state["completed_steps"] == 2
 
     # 2. The re-run redoes step 2, and is killed right after committing step 9.
     before = models(storage)
-    logs.append(run_notebook(notebook, run_env, tmp_path / "second.ipynb", kill_at="commit:9"))
-    assert_continued_from(storage, state["checkpoint"], before)
+    logs.append(run_notebook(run_env, tmp_path / "second.ipynb", kill_at="commit:9"))
+    assert_continued_from(roots, state["checkpoint"], before)
     assert metrics_steps(runs, RUN_NAME) == list(range(10))
     state = run_state(runs)
     assert state["completed_steps"] == 10
 
     # 3. The last run continues after step 9 and finishes.
     before = models(storage)
-    logs.append(run_notebook(notebook, run_env, tmp_path / "third.ipynb"))
-    assert_continued_from(storage, state["checkpoint"], before)
+    logs.append(run_notebook(run_env, tmp_path / "third.ipynb"))
+    assert_continued_from(roots, state["checkpoint"], before)
     assert metrics_steps(runs, RUN_NAME) == list(range(STEPS))
-    assert run_state(runs)["completed_steps"] == STEPS
+    final = run_state(runs)
+    assert final["completed_steps"] == STEPS
+    assert final["eval_before"] == state["eval_before"]  # scored once, by the first run
 
-    third = nbformat.read(tmp_path / "third.ipynb", as_version=4)
-    printed = "".join(o.get("text", "") for c in third.cells for o in c.get("outputs", []))
-    [line] = [x for x in printed.splitlines() if x.startswith(PROBE)]
-    scores = json.loads(line.removeprefix(PROBE))
-    assert scores["before"] == state["eval_before"]  # scored once, by the first run
-    gain = scores["after"]["format"] - scores["before"]["format"]
-    assert gain > MIN_FORMAT_GAIN, f"held-out format rate {scores}"
+    before, after = final["eval_before"][HELD_OUT], final["eval_after"]["scores"][HELD_OUT]
+    assert final["eval_after"]["completed_steps"] == STEPS
+    gain = after["format"] - before["format"]
+    assert gain > MIN_FORMAT_GAIN, f"held-out format rate {before['format']} -> {after['format']}"
     assert_no_key_leaks(*logs, all_text_under(tmp_path))
