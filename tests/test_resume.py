@@ -44,10 +44,11 @@ RUN_NAME = "crash-windows"
 STEPS = 16
 # The local defaults (learning rate 1e-3, 8 x 8 rollouts a step), fewer steps.
 PARAMETERS = {"steps": STEPS, "eval_problems": 100, "eval_samples": 4, "run_name": RUN_NAME}
-# After 16 such steps the held-out format rate rose by +0.088 to +0.122 (mean +0.107) over
-# six seeds (`python -m bench.rl --steps 16 --seed N`); the reward by +0.03 to +0.10, too
-# close to its noise (about 0.03) to assert. Format is the skill the model learns first.
-MIN_FORMAT_GAIN = 0.03
+# After 16 such steps the held-out format rate rose by +0.088 to +0.122 over six seeds
+# (`python -m bench.rl --steps 16 --seed N`), and by +0.077 in two runs of this test (0.84
+# -> 0.92, 0.82 -> 0.90). A gain's standard error here is about 0.025, so the direction is
+# asserted, not a size. The reward rose by +0.03 to +0.10: too close to its noise to assert.
+MIN_FORMAT_GAIN = 0.0
 HELD_OUT = "unseen facts"  # notebook 04's name for the held-out problems
 
 
