@@ -39,7 +39,7 @@ def make_app(public_url: str) -> web.Application:
     sail = sail_app(knobs)
     app.add_subapp("/v1", sail)
     app.add_subapp("/local", control_app(knobs, stats=lambda: sail[SAIL_SERVICE].stats()))
-    mount_tinker(app, app[STORAGE_DIR], public_url)
+    mount_tinker(app, app[STORAGE_DIR], public_url, knobs)
     return app
 
 
