@@ -49,6 +49,12 @@ def check_positive(name: str, value: object, none_ok: bool = False) -> None:
         raise CourseConfigError(f"{name} must be a number greater than 0{default}, not {value!r}.")
 
 
+def check_range(name: str, value: object, low: float, high: float) -> None:
+    """A number from `low` to `high`, both included."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise CourseConfigError(f"{name} must be a number from {low} to {high}, not {value!r}.")
+
+
 def check_completion_window(value: object) -> None:
     if value in RETIRED_WINDOWS:
         raise CourseConfigError(
