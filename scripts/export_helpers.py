@@ -55,6 +55,15 @@ Notebook 03 calls `sail_policy` at the start of every training step.
 Also the held-out evaluation that notebook 03 runs before and after training.
 """,
     ),
+    TaughtModule(
+        "08_faster_loops.ipynb",
+        "pipelined.py",
+        """The training loop with sampling overlapped: batches sampled up to k steps ahead.
+
+`run_loop` is notebook 03's loop when k = 0; with k > 0, Sail samples up to k batches while
+Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` uses both.
+""",
+    ),
 )
 
 
