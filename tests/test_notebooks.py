@@ -45,6 +45,10 @@ SMALL_PARAMETERS = {
 
 @pytest.fixture
 def run_env(tmp_path: Path) -> dict[str, str]:
+    return notebook_env(tmp_path)
+
+
+def notebook_env(tmp_path: Path) -> dict[str, str]:
     """The environment of one notebook run: its own runs/ and stack folders, fake keys set."""
     env = {
         **os.environ,
