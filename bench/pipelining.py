@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--groups-per-step", type=int, default=4)
     parser.add_argument("--sample-latency", type=float, default=2.0)
-    parser.add_argument("--train-latency", type=float, default=1.75)
+    parser.add_argument("--train-latency", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     # A benchmark's checkpoints are throwaway: keep them out of the course's storage.
