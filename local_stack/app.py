@@ -8,6 +8,7 @@ routes know the public URL they must hand out in archive links.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -57,6 +58,11 @@ def serve(port: int, parent_pid: int | None) -> None:
     sock.bind((config.HOST, port))
     url = f"http://{config.HOST}:{sock.getsockname()[1]}"
     app = make_app(url)
+    # The model, tokenizer and libraries are loaded for good: keep the garbage collector from
+    # walking them all again. Such a full collection took over a second on a busy machine,
+    # and stops every request meanwhile.
+    gc.collect()
+    gc.freeze()
     if parent_pid is not None:
         app.on_startup.append(lambda app: _watch_parent(app, parent_pid))
 
