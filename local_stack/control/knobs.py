@@ -16,8 +16,8 @@ from typing import Any
 
 KNOB_NAMES = ("latency", "train_latency", "faults", "seed")
 FAULT_KINDS = ("failed", "expired", "http500", "malformed")
-# A response held longer than this would outlast the SDK's default polling budget anyway
-# (and a training step held longer, the 45 s poll the Tinker SDK retries many times over).
+# A response held longer than this would outlast the SDK's default polling budget anyway;
+# training steps get the same bound.
 MAX_LATENCY_SECONDS = 600.0
 MAX_SEED = 2**63 - 1  # what torch.Generator.manual_seed accepts
 
