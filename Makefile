@@ -70,7 +70,7 @@ lab: $(STAMP)
 bench: $(STAMP)
 	@for b in bench/[a-z]*.py; do echo "== $$b"; $(PYTHON) -m bench.$$(basename $$b .py) || exit 1; done
 
-## make helpers: rebuild helpers/{scoring,serving,training}.py from the notebooks' `# @save` cells
+## make helpers: rebuild helpers/{scoring,serving,training,pipelined}.py from the notebooks' `# @save` cells
 helpers: $(STAMP)
 	$(PYTHON) scripts/export_helpers.py
 

@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from helpers.stats import reward_standard_error
 from local_stack.control.client import set_knobs
 
 STEP_PARTS = ("save_s", "sample_s", "train_s")  # run_step's timings, in the order they run
@@ -42,24 +43,6 @@ class Hyperparams:
     temperature: float = 1.0
     max_tokens: int = 24  # a well-formed answer takes at most 18 tokens
     time_budget_seconds: float = 60.0
-
-
-def reward_standard_error(scores: dict) -> float:
-    """The standard error of `evaluate`'s mean reward, from its rates alone.
-
-    MathEnv's reward is correct - 0.1 x (1 - format), so it takes four values, and the
-    correct rate, the format rate and their overlap give its whole distribution.
-    """
-    n = scores["samples"]
-    right_formatted = scores["correct_given_format"] * scores["format"]  # reward 1
-    right_unformatted = scores["correct"] - right_formatted  # reward 0.9
-    wrong_unformatted = 1.0 - scores["format"] - right_unformatted  # reward -0.1
-    mean = right_formatted + 0.9 * right_unformatted - 0.1 * wrong_unformatted
-    if abs(mean - scores["reward"]) > 1e-9:
-        raise RuntimeError("MathEnv's reward is no longer correct - 0.1 x (1 - format)")
-    second_moment = right_formatted + 0.81 * right_unformatted + 0.01 * wrong_unformatted
-    variance = max(second_moment - mean**2, 0.0) * n / (n - 1)
-    return (variance / n) ** 0.5
 
 
 def held_out_line(scores: dict) -> str:

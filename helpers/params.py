@@ -293,6 +293,63 @@ def check_one_step_params(
     check_budget_param(budget_sampled_tokens)
 
 
+# Simulated latencies of notebook 06: longer ones would make a run take many minutes.
+MAX_SIMULATED_LATENCY_S = 60.0
+MIN_PIPELINE_STEPS = 3  # the first step fills the pipeline; two more show its pace
+
+
+def check_faster_loops_params(
+    *,
+    backend: str,
+    steps: int,
+    group_size: int,
+    groups_per_step: int,
+    max_staleness: int,
+    learning_rate: float | None,
+    max_tokens: int | None,
+    temperature: float,
+    seed: int,
+    balanced_latency_s: float,
+    flex_latency_s: float,
+    flex_steps: int,
+    train_latency_s: float,
+    eval_problems: int,
+    eval_samples: int,
+    run_name: str,
+) -> None:
+    """Every parameter of notebook 06, in the order its parameters cell lists them."""
+    check_backend(backend)
+    check_whole_number("steps", steps, MIN_PIPELINE_STEPS, MAX_STEPS)
+    check_group_size(group_size, 2)
+    train = TRAIN_PROBLEMS[backend]
+    check_whole_number(
+        "groups_per_step", groups_per_step, 1, train, why=_holds(backend, train, "training")
+    )
+    check_batch(("group_size", "groups_per_step"), (group_size, groups_per_step))
+    # k = 1 is the second run already; the third shows what more batches in flight do.
+    check_whole_number("max_staleness", max_staleness, 2, steps - 1, why="at most steps - 1")
+    check_number(
+        "learning_rate", learning_rate, 0.0, MAX_LEARNING_RATE, above_low=True, none_ok=True
+    )
+    check_max_tokens(max_tokens, backend)
+    check_temperature(temperature)
+    check_whole_number("seed", seed, 0, MAX_SEED)
+    for name, value in (
+        ("balanced_latency_s", balanced_latency_s),
+        ("flex_latency_s", flex_latency_s),
+        ("train_latency_s", train_latency_s),
+    ):
+        check_number(name, value, 0.0, MAX_SIMULATED_LATENCY_S)
+    check_whole_number("flex_steps", flex_steps, MIN_PIPELINE_STEPS, MAX_STEPS)
+    held_out = HELD_OUT_PROBLEMS[backend]
+    check_whole_number(
+        "eval_problems", eval_problems, 1, held_out, why=_holds(backend, held_out, "held-out")
+    )
+    check_whole_number("eval_samples", eval_samples, 1, MAX_GROUP_SIZE)
+    check_batch(("eval_problems", "eval_samples"), (eval_problems, eval_samples))
+    check_run_name(run_name)
+
+
 # The comparison notebook's limits: the held-out scores notebook 04 stores, run-name
 # patterns that can only match folder names under runs/, and a readable smoothing window.
 HELD_OUT_METRICS = ("reward", "correct", "format", "correct_given_format")

@@ -8,6 +8,7 @@ routes know the public URL they must hand out in archive links.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -37,7 +38,7 @@ def make_app(public_url: str) -> web.Application:
     sail = sail_app(knobs)
     app.add_subapp("/v1", sail)
     app.add_subapp("/local", control_app(knobs, stats=lambda: sail[SAIL_SERVICE].stats()))
-    mount_tinker(app, app[STORAGE_DIR], public_url)
+    mount_tinker(app, app[STORAGE_DIR], public_url, knobs)
     return app
 
 
@@ -56,6 +57,11 @@ def serve(port: int) -> None:
     url = f"http://{config.HOST}:{sock.getsockname()[1]}"
     app = make_app(url)
     idle.install(app, config.storage_dir())
+    # The model, tokenizer and libraries are loaded for good: keep the garbage collector from
+    # walking them all again. Such a full collection took over a second on a busy machine,
+    # and stops every request meanwhile.
+    gc.collect()
+    gc.freeze()
 
     async def announce(app: web.Application) -> None:
         # One JSON line on stdout tells the starter which port we got. Nobody reads the pipe

@@ -22,6 +22,7 @@ TORCH_THREADS_VAR = "COURSE_LOCAL_TORCH_THREADS"  # default 1, see torch_threads
 SAIL_LATENCY_VAR = "COURSE_SAIL_LATENCY"  # seconds before a response may report done
 SAIL_FAULTS_VAR = "COURSE_SAIL_FAULTS"  # e.g. "failed=0.1,http500=0.05"
 SAIL_SEED_VAR = "COURSE_SAIL_SEED"  # seeds sampling and fault draws
+TRAIN_LATENCY_VAR = "COURSE_TINKER_TRAIN_LATENCY"  # seconds a Tinker training step takes at least
 IDLE_MINUTES_VAR = "COURSE_LOCAL_STACK_IDLE_MINUTES"  # default 30, see idle_seconds()
 
 # One stack serves every process that uses a storage dir; these files in that dir find it.
@@ -55,6 +56,11 @@ def idle_seconds() -> float:
 
 
 def knob_settings_from_env() -> dict[str, str]:
-    """The control plane's start-up settings (latency, faults, seed) as given, unparsed."""
-    names = {"latency": SAIL_LATENCY_VAR, "faults": SAIL_FAULTS_VAR, "seed": SAIL_SEED_VAR}
+    """The control plane's start-up settings (latencies, faults, seed) as given, unparsed."""
+    names = {
+        "latency": SAIL_LATENCY_VAR,
+        "train_latency": TRAIN_LATENCY_VAR,
+        "faults": SAIL_FAULTS_VAR,
+        "seed": SAIL_SEED_VAR,
+    }
     return {knob: os.environ[var] for knob, var in names.items() if os.environ.get(var)}

@@ -61,6 +61,15 @@ Notebook 04 calls `sail_policy` at the start of every training step.
 Also the held-out evaluation that notebook 04 runs before and after training.
 """,
     ),
+    TaughtModule(
+        "06_faster_loops.ipynb",
+        "pipelined.py",
+        """The training loop with sampling overlapped: batches sampled up to k steps ahead.
+
+`run_loop` is notebook 04's loop when k = 0; with k > 0, Sail samples up to k batches while
+Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` uses both.
+""",
+    ),
 )
 
 

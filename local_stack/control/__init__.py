@@ -1,6 +1,6 @@
 """The local stack's control plane: test knobs and counters, apart from the emulated services.
 
-`knobs` holds injected latency, faults and the sampling seed; `routes` serves them at
+`knobs` holds injected latencies, faults and the sampling seed; `routes` serves them at
 `/local/config` (GET, POST) and the services' counters at `/local/stats`, behind the Sail key;
 `client` is what tests and benchmarks call. No real service has these routes, so nothing in
 the emulations serves them.

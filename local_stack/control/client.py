@@ -1,4 +1,4 @@
-"""Calls to the control plane for tests and benchmarks (the notebooks never need them)."""
+"""Calls to the control plane, for tests, benchmarks, and notebooks that simulate cloud latency."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def set_knobs(url: str, **changes: Any) -> dict[str, Any]:
-    """Change the stack's knobs (`latency`, `faults`, `seed`); returns all of them."""
+    """Change the stack's knobs (`latency`, `train_latency`, `faults`, `seed`); returns all."""
     return _call(url, "/local/config", changes)
 
 

@@ -1,4 +1,4 @@
-"""The local stack's test knobs: injected latency, injected faults, and the sampling seed.
+"""The local stack's test knobs: injected latencies, injected faults, and the sampling seed.
 
 All off by default. Tests and demos set them at start-up (environment variables, see
 `local_stack.config.knob_settings_from_env`) or at runtime through the control plane
@@ -14,18 +14,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-KNOB_NAMES = ("latency", "faults", "seed")
+KNOB_NAMES = ("latency", "train_latency", "faults", "seed")
 FAULT_KINDS = ("failed", "expired", "http500", "malformed")
-# A response held longer than this would outlast the SDK's default polling budget anyway.
+# A response held longer than this would outlast the SDK's default polling budget anyway;
+# training steps get the same bound.
 MAX_LATENCY_SECONDS = 600.0
 MAX_SEED = 2**63 - 1  # what torch.Generator.manual_seed accepts
 
 
 @dataclass
 class Knobs:
-    """Latency (seconds before a response may report done), fault fractions, and the seed."""
+    """Latencies, fault fractions, and the seed.
+
+    `latency`: seconds before a Sail response may report done (a completion window).
+    `train_latency`: seconds a Tinker training step (its forward_backward calls and the
+    optim_step that ends it) takes at least, as a step on a large model would.
+    """
 
     latency: float = 0.0
+    train_latency: float = 0.0
     faults: dict[str, float] = field(default_factory=dict)
     seed: int = 0
     _reseed_listeners: list[Callable[[int], None]] = field(default_factory=list, repr=False)
@@ -41,7 +48,7 @@ class Knobs:
         self._reseed_listeners.append(listener)
 
     def update(self, changes: Mapping[str, Any]) -> None:
-        """Apply `{"latency", "faults", "seed"}`, all or nothing.
+        """Apply `{"latency", "train_latency", "faults", "seed"}`, all or nothing.
 
         Every value is checked before any is applied, so a refused change changes nothing.
         Faults come as a mapping or as text like `failed=0.1,http500=0.05`; numbers may be
@@ -52,16 +59,23 @@ class Knobs:
         unknown = sorted(set(changes) - set(KNOB_NAMES))
         if unknown:
             raise ValueError(f"unknown knobs {unknown}; the knobs are {list(KNOB_NAMES)}")
-        latency = _latency(changes["latency"]) if "latency" in changes else self.latency
+        latency = _latency("latency", changes.get("latency", self.latency))
+        train_latency = _latency("train_latency", changes.get("train_latency", self.train_latency))
         faults = _faults(changes["faults"]) if "faults" in changes else self.faults
         seed = _seed(changes["seed"]) if "seed" in changes else self.seed
-        self.latency, self.faults, self.seed = latency, faults, seed
+        self.latency, self.train_latency = latency, train_latency
+        self.faults, self.seed = faults, seed
         if "seed" in changes:
             for listener in self._reseed_listeners:
                 listener(seed)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"latency": self.latency, "faults": dict(self.faults), "seed": self.seed}
+        return {
+            "latency": self.latency,
+            "train_latency": self.train_latency,
+            "faults": dict(self.faults),
+            "seed": self.seed,
+        }
 
     def draw_fault(self, rng: random.Random) -> str | None:
         """Which fault, if any, one response suffers."""
@@ -86,8 +100,8 @@ def _number(name: str, value: Any, low: float, high: float) -> float:
     return number
 
 
-def _latency(value: Any) -> float:
-    return _number("latency", value, 0.0, MAX_LATENCY_SECONDS)
+def _latency(name: str, value: Any) -> float:
+    return _number(name, value, 0.0, MAX_LATENCY_SECONDS)
 
 
 def _faults(value: Any) -> dict[str, float]:

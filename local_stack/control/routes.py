@@ -1,8 +1,8 @@
 """HTTP for the control plane: `GET/POST /local/config` and `GET /local/stats`.
 
 Mounted as its own sub-app at `/local`. It answers only with the Sail key (the knobs change
-what Sail answers), and a POST must be `application/json`, which a cross-origin web page
-cannot send without the browser asking first.
+what Sail and Tinker answer), and a POST must be `application/json`, which a cross-origin
+web page cannot send without the browser asking first.
 """
 
 from __future__ import annotations

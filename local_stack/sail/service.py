@@ -85,7 +85,12 @@ class SailService:
         await self.batcher.close()
 
     async def create(self, request: SamplingRequest) -> StoredResponse:
-        """Accept a checked request: load its adapter, queue it for decoding."""
+        """Accept a checked request: load its adapter, queue it for decoding.
+
+        Injected latency counts from the request's arrival, so loading the adapter, like
+        decoding, happens inside it rather than adding to it.
+        """
+        arrived, latency = time.monotonic(), self.knobs.latency
         model_key, model = "base", self.base_model
         if request.lora is not None:
             adapter = await self._adapter(request)
@@ -103,8 +108,8 @@ class SailService:
             id=f"resp_{uuid.uuid4().hex}",
             created_at=time.time(),
             request=request,
-            latency=self.knobs.latency,
-            ready_at=time.monotonic() + self.knobs.latency,
+            latency=latency,
+            ready_at=arrived + latency,
             fault=fault,
             job=job,
         )

@@ -44,19 +44,23 @@ class Future:
         self.finished_at = time.monotonic()
         self.done.set()
 
-    async def complete_with(self, job: Job) -> None:
+    async def complete_with(self, job: Job, not_before: float = 0.0) -> None:
         """Run `job` on the compute thread and resolve with its result or its failure.
 
         A ValueError or a missing checkpoint is the request's fault ("user" category, which
         the SDK raises as RequestFailedError without retrying); anything else is ours.
+        If the job finishes before the monotonic time `not_before`, the result waits until
+        then: an asyncio sleep, so the compute thread is free for other work meanwhile.
         """
         try:
-            self.resolve(await run_compute(job))
+            payload = await run_compute(job)
         except (ValueError, CheckpointNotFound) as e:
-            self.resolve({"error": str(e), "category": "user"})
+            payload = {"error": str(e), "category": "user"}
         except Exception as e:
             logger.exception("Tinker request failed")
-            self.resolve({"error": f"{type(e).__name__}: {e}", "category": "server"})
+            payload = {"error": f"{type(e).__name__}: {e}", "category": "server"}
+        await asyncio.sleep(max(0.0, not_before - time.monotonic()))
+        self.resolve(payload)
 
 
 class FutureTable:

@@ -3,7 +3,8 @@
 It knows nothing of HTTP: methods take parsed values (`local_stack.tinker.requests`) and
 raise `UnknownId`, `SessionFinished`, `CheckpointNotFound` or ValueError, which the routes
 answer as 404, 410, 404 and 400. Work on a model is queued in its `seq_id` order and runs on
-the compute thread; its result waits in a future (`local_stack.tinker.futures`).
+the compute thread; its result waits in a future (`local_stack.tinker.futures`). The control
+plane's `train_latency` knob makes each training step take at least that long.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from tinker.types import AdamParams
 
+from local_stack.control.knobs import Knobs
 from local_stack.engine.checkpoints import (
     CheckpointExists,
     CheckpointRef,
@@ -32,7 +34,7 @@ from local_stack.engine.model import (
     load_base_model,
 )
 from local_stack.engine.trainer import MODULE_GROUPS, ForwardBackwardResult, LoraTrainer
-from local_stack.tinker.futures import FutureTable, RequestSequencer
+from local_stack.tinker.futures import Future, FutureTable, RequestSequencer
 from local_stack.tinker.requests import ForwardBackward, Load, NewModel, Save
 
 # How many of a model's latest requests a retry can still find (the SDK retries at once).
@@ -57,7 +59,7 @@ class SessionFinished(Exception):
 
 @dataclass
 class TrainingModel:
-    """A live training run: its trainer and its request queue."""
+    """A live training run: its trainer, its request queue, and when its current step began."""
 
     model_id: str
     info: RunInfo
@@ -66,13 +68,24 @@ class TrainingModel:
     # seq_id -> (the request body's digest, its request id): the SDK re-sends a request
     # that timed out with the same seq_id, and that retry must get the same future.
     answered: OrderedDict[int, tuple[str, str]] = field(default_factory=OrderedDict)
+    step_started_at: float | None = None  # when the queue reached the step's first request
+
+
+@dataclass(frozen=True)
+class StepPart:
+    """A job that belongs to a training step: forward_backward calls, then the optim_step
+    that ends the step. The `train_latency` knob times steps, not single requests."""
+
+    job: Callable[[], Result]
+    ends_step: bool
 
 
 class TinkerService:
     """Sessions, training models and their queued work, and the checkpoint store."""
 
-    def __init__(self, store: CheckpointStore) -> None:
+    def __init__(self, store: CheckpointStore, knobs: Knobs) -> None:
         self.store = store
+        self.knobs = knobs
         self.sessions: dict[str, bool] = {}  # session id -> finished
         self.models: dict[str, TrainingModel] = {}
         self._building: set[str] = set()
@@ -167,7 +180,7 @@ class TinkerService:
         model_id: str | None,
         seq_id: int | None,
         digest: str,
-        prepare: Callable[[TrainingModel], Callable[[], Result]],
+        prepare: Callable[[TrainingModel], Callable[[], Result] | StepPart],
     ) -> str:
         """Check a model request with `prepare` and queue the job it returns; the request id.
 
@@ -185,11 +198,25 @@ class TinkerService:
             model.sequencer.submit(seq_id, None)
             raise
         request_id, future = self.futures.new()
-        model.sequencer.submit(seq_id, functools.partial(future.complete_with, job))
+        model.sequencer.submit(seq_id, functools.partial(self._run, model, future, job))
         model.answered[seq_id] = (digest, request_id)
         while len(model.answered) > RETRY_MEMORY:
             model.answered.popitem(last=False)
         return request_id
+
+    async def _run(self, model: TrainingModel, future: Future, job: Callable | StepPart) -> None:
+        """Run a queued job. Under the `train_latency` knob, the optim_step that ends a step
+        resolves no sooner than `train_latency` seconds after the queue reached the step's
+        first request. Until then the model's queue waits, as behind a busy accelerator, but
+        the compute thread does not: sampling runs meanwhile."""
+        if not isinstance(job, StepPart):
+            return await future.complete_with(job)
+        if model.step_started_at is None:
+            model.step_started_at = time.monotonic()
+        if not job.ends_step:
+            return await future.complete_with(job.job)
+        started, model.step_started_at = model.step_started_at, None
+        await future.complete_with(job.job, not_before=started + self.knobs.train_latency)
 
     async def result(self, request_id: str, wait_seconds: float) -> Result | None:
         """The request's result, waiting up to `wait_seconds` for it (None: not yet)."""
@@ -204,13 +231,16 @@ class TinkerService:
 
     # -- what a model's requests do (each returns the job to queue) ------------------------
 
-    def forward_backward(self, model: TrainingModel, req: ForwardBackward) -> Callable[[], Result]:
-        return functools.partial(
+    def forward_backward(
+        self, model: TrainingModel, req: ForwardBackward
+    ) -> Callable[[], Result] | StepPart:
+        job = functools.partial(
             model.trainer.forward_backward, req.data, req.loss_fn, backward=req.backward
         )
+        return StepPart(job, ends_step=False) if req.backward else job  # forward-only: no step
 
-    def optim_step(self, model: TrainingModel, hp: AdamParams) -> Callable[[], Result]:
-        return lambda: {"metrics": model.trainer.optim_step(hp)}
+    def optim_step(self, model: TrainingModel, hp: AdamParams) -> StepPart:
+        return StepPart(lambda: {"metrics": model.trainer.optim_step(hp)}, ends_step=True)
 
     def save(self, model: TrainingModel, req: Save) -> Callable[[], Result]:
         ref = CheckpointRef(model.model_id, req.kind, req.name)

@@ -1,0 +1,193 @@
+# Generated from notebooks/06_faster_loops.ipynb by `make helpers`. Do not edit: change
+# the notebook's `# @save` cells, then run `make helpers` again.
+"""The training loop with sampling overlapped: batches sampled up to k steps ahead.
+
+`run_loop` is notebook 04's loop when k = 0; with k > 0, Sail samples up to k batches while
+Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` uses both.
+"""
+
+import asyncio
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
+from tinker_cookbook.rl.metrics import compute_kl_sample_train
+from tinker_cookbook.rl.train import train_step
+from tinker_cookbook.rl.types import TrajectoryGroup
+
+from helpers.scoring import MathGroupBuilder
+from helpers.serving import sail_policy
+from helpers.training import LoopSettings, mean_reward, rollout_groups, split_degenerate_groups
+
+
+@dataclass
+class Timeline:
+    """Spans `(what, step, start, end)` of one run, in seconds since `origin`.
+
+    `what` is "snapshot", "sample" or "train"; `step` is the step the work is for.
+    """
+
+    origin: float = field(default_factory=time.monotonic)
+    spans: list[tuple[str, int, float, float]] = field(default_factory=list)
+
+    def record(self, what: str, step: int, started: float) -> None:
+        self.spans.append((what, step, started - self.origin, time.monotonic() - self.origin))
+
+    def seconds(self, what: str) -> dict[int, float]:
+        return {step: end - start for kind, step, start, end in self.spans if kind == what}
+
+    def sample_seconds(self) -> float:
+        """S: the median time one batch spent sampling."""
+        return statistics.median(self.seconds("sample").values())
+
+    def tinker_seconds(self) -> float:
+        """T: the median time Tinker spent on a step (its snapshot and its training)."""
+        snapshots, trains = self.seconds("snapshot"), self.seconds("train")
+        return statistics.median(snapshots[step] + trains[step] for step in trains)
+
+    def seconds_per_step(self, lanes: int = 1) -> float:
+        """Typical wall time per step after the first (which waits for the pipeline to fill).
+
+        The median over windows of `lanes` consecutive steps, per step: with k lanes,
+        batches can arrive in bunches of k, and a k-step window spans one bunch. A median
+        rather than a mean, so a moment when this shared machine stalls us does not count.
+        """
+        ends = sorted(end for kind, _, _, end in self.spans if kind == "train")
+        lanes = min(lanes, len(ends) - 1)
+        windows = [(ends[i + lanes] - ends[i]) / lanes for i in range(len(ends) - lanes)]
+        return statistics.median(windows)
+
+
+def predicted_seconds_per_step(max_staleness: int, sample_s: float, tinker_s: float) -> float:
+    """S + T for the synchronous loop; max(S / k, T) with k batches in flight."""
+    if max_staleness == 0:
+        return sample_s + tinker_s
+    return max(sample_s / max_staleness, tinker_s)
+
+
+@dataclass
+class Batch:
+    """The rollouts for one step, and which weights sampled them."""
+
+    step: int  # the step that trains on it
+    sampled_at: int  # the step whose snapshot sampled it
+    groups: list[TrajectoryGroup]
+    dropped_rollouts: int
+
+
+async def sample_batch(
+    step: int,
+    sampled_at: int,
+    policy: Any,
+    rows: list[dict],
+    course: Any,
+    settings: LoopSettings,
+    timeline: Timeline,
+) -> Batch:
+    started = time.monotonic()
+    builders = [MathGroupBuilder(row, course.renderer, settings.group_size) for row in rows]
+    groups, dropped = await rollout_groups(builders, policy)
+    timeline.record("sample", step, started)
+    return Batch(step, sampled_at, groups, dropped)
+
+
+def off_policy_metrics(data: list, learner_logprobs: list[torch.Tensor]) -> dict:
+    """How far the learner is from the sampler, on the sampled tokens: the cookbook's KL
+    estimate (v2) and the spread and maximum of the per-token importance weights."""
+    kl = compute_kl_sample_train(data, learner_logprobs)["optim/kl_sample_train_v2"]
+    log_ratios = []
+    for datum, learner in zip(data, learner_logprobs, strict=True):
+        sampled = datum.loss_fn_inputs["mask"].to_torch() > 0
+        sampler = datum.loss_fn_inputs["logprobs"].to_torch()
+        log_ratios.append(learner[sampled] - sampler[sampled])
+    weights = torch.cat(log_ratios).exp()
+    return {"kl": kl, "weight_std": weights.std().item(), "weight_max": weights.max().item()}
+
+
+async def train_on_batch(
+    batch: Batch, training_client: Any, settings: LoopSettings, timeline: Timeline
+) -> dict:
+    """One optimizer step on `batch` (skipped if every group is degenerate); its metrics."""
+    started = time.monotonic()
+    training_groups, _ = split_degenerate_groups(batch.groups)
+    record = {
+        "step": batch.step,
+        "staleness": batch.step - batch.sampled_at,
+        "reward": mean_reward(batch.groups),
+        "datums": 0,
+        "dropped_rollouts": batch.dropped_rollouts,
+        "kl": math.nan,
+        "weight_std": math.nan,
+        "weight_max": math.nan,
+    }
+    if training_groups:
+        advantages = compute_advantages(training_groups)
+        data, _ = assemble_training_data(training_groups, advantages)
+        learner_logprobs = await train_step(
+            data_D=data,
+            training_client=training_client,
+            learning_rate=settings.learning_rate,
+            num_substeps=1,
+            loss_fn="importance_sampling",
+            metrics={},
+        )
+        record |= {"datums": len(data), **off_policy_metrics(data, learner_logprobs)}
+    timeline.record("train", batch.step, started)
+    return record
+
+
+async def run_loop(
+    training_client: Any,
+    course: Any,
+    settings: LoopSettings,
+    rows_for_step: Any,
+    steps: int,
+    max_staleness: int,
+    timeline: Timeline,
+) -> list[dict]:
+    """Train `steps` steps on batches sampled at most `max_staleness` steps earlier.
+
+    0 is the synchronous loop. With k > 0, up to k batches sample while Tinker trains; a
+    batch started during step t samples from step t's snapshot and is trained at step t + k.
+    `rows_for_step(step)` gives the problems of a step. Returns one record per step.
+    """
+    lanes = max(1, max_staleness)
+    in_flight: dict[int, asyncio.Task] = {}
+    next_batch = 0
+
+    def start_batches(step: int, policy: Any) -> None:
+        nonlocal next_batch
+        while len(in_flight) < lanes and next_batch <= min(step + max_staleness, steps - 1):
+            batch = sample_batch(
+                next_batch, step, policy, rows_for_step(next_batch), course, settings, timeline
+            )
+            in_flight[next_batch] = asyncio.create_task(batch)
+            next_batch += 1
+
+    records = []
+    try:
+        for step in range(steps):
+            started = time.monotonic()
+            policy = await sail_policy(
+                training_client,
+                course.service_client,
+                course.adapter_config,
+                f"{settings.run_name}-step-{step}",
+                model_name=course.model_name,
+                max_tokens=settings.max_tokens,
+                temperature=settings.temperature,
+                completion_window=settings.completion_window,
+            )
+            timeline.record("snapshot", step, started)
+            start_batches(step, policy)
+            batch = await in_flight.pop(step)
+            start_batches(step, policy)
+            records.append(await train_on_batch(batch, training_client, settings, timeline))
+    finally:
+        for task in in_flight.values():  # only left over if a step failed
+            task.cancel()
+    return records

@@ -1,0 +1,169 @@
+"""Notebook 06's parts: the `train_latency` knob, and the notebook on both backends.
+
+The knob must make a Tinker training step take at least its latency while leaving the
+compute thread free, so Sail keeps sampling during the wait; that is what lets the
+notebook's pipelined loop overlap the two. The notebook runs under papermill on the local
+backend, and on the cloud code path against a local stack server, as `test_cloud_path`
+does for notebook 04's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+import time
+import urllib.error
+from pathlib import Path
+
+import nbformat
+import pytest
+import tinker
+from tinker import types
+
+from local_stack.config import TRAIN_LATENCY_VAR, knob_settings_from_env
+from local_stack.control.client import get_knobs, set_knobs
+from local_stack.control.knobs import Knobs
+from tests.sail_support import QUESTIONS, make_completer, sample_async
+from tests.test_notebooks import (
+    all_text_under,
+    assert_no_key_leaks,
+    finish,
+    notebook_env,
+    papermill,
+)
+from tests.tinker_datums import MODEL, rl_datum
+
+NOTEBOOK = "06_faster_loops.ipynb"
+HELD_SECONDS = 6.0  # long enough that sampling 16 short rollouts ends well within it
+HANG_SECONDS = 120.0
+
+
+@pytest.mark.parametrize("value", [-0.5, 601, "fast", True, [1], None, "nan"])
+def test_train_latency_out_of_range_is_refused_and_changes_nothing(local_stack, value):
+    before = get_knobs(local_stack.url)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        set_knobs(local_stack.url, latency=1.0, train_latency=value)
+    assert refused.value.code == 400
+    assert "train_latency" in refused.value.read().decode()
+    assert get_knobs(local_stack.url) == before
+
+
+def test_train_latency_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv(TRAIN_LATENCY_VAR, "2.5")
+    assert Knobs.from_settings(knob_settings_from_env()).train_latency == 2.5
+
+
+def test_a_held_step_delays_its_model_but_not_sampling(local_stack, renderer):
+    """forward_backward answers at once; optim_step (the end of the step) only after the
+    latency; a save queued behind it waits for it; and Sail samples in the meantime."""
+    set_knobs(local_stack.url, train_latency=HELD_SECONDS)
+    try:
+        finished = asyncio.run(_step_while_sampling(renderer))
+    finally:
+        set_knobs(local_stack.url, train_latency=0.0)
+    assert finished["forward_backward"] < finished["sampling"] < finished["optim_step"]
+    assert HELD_SECONDS <= finished["optim_step"] <= finished["save"] < HANG_SECONDS
+
+
+async def _step_while_sampling(renderer) -> dict[str, float]:
+    client = await tinker.ServiceClient().create_lora_training_client_async(
+        base_model=MODEL, rank=8
+    )
+    started = time.monotonic()
+    requests = {
+        "forward_backward": await client.forward_backward_async(
+            [rl_datum(seed=i) for i in range(4)], "importance_sampling"
+        ),
+        "optim_step": await client.optim_step_async(types.AdamParams(learning_rate=1e-3)),
+        "save": await client.save_weights_for_sampler_async("after-a-held-step"),
+    }
+    finished = {}
+
+    async def wait(name: str) -> None:
+        await requests[name].result_async()
+        finished[name] = time.monotonic() - started
+
+    async def sample() -> None:
+        await sample_async(make_completer(max_tokens=8), renderer, QUESTIONS * 4)
+        finished["sampling"] = time.monotonic() - started
+
+    await asyncio.wait_for(asyncio.gather(sample(), *map(wait, requests)), HANG_SECONDS)
+    return finished
+
+
+# Small enough to run in about a minute and a half, with latencies long enough that the
+# notebook's own timing checks hold on a busy machine.
+SMALL = {
+    "steps": 4,
+    "group_size": 4,
+    "groups_per_step": 2,
+    "max_staleness": 2,
+    "flex_latency_s": 3.0,
+    "flex_steps": 3,
+    "eval_problems": 10,
+    "eval_samples": 1,
+    "run_name": "papermill-small",
+}
+
+
+def test_notebook_runs_on_the_local_backend(tmp_path: Path) -> None:
+    run_env = notebook_env(tmp_path)
+    out = tmp_path / NOTEBOOK
+    code, log = finish(papermill(NOTEBOOK, out, SMALL, run_env))
+    assert code == 0, log[-3000:]
+    executed = nbformat.read(out, as_version=4)
+    printed = _printed(executed)
+    assert "checked: every schedule within 15% of its prediction" in printed
+    assert "checked: flex with k=2 within 15% of its prediction" in printed
+    runs = tmp_path / "runs" / "papermill-small"
+    assert (runs / "timeline.png").stat().st_size > 0
+    assert len((runs / "steps.csv").read_text().splitlines()) == 1 + 3 * 4 + 3
+    assert_no_key_leaks(out.read_text(), log, all_text_under(tmp_path / "runs"))
+
+
+# Run in the kernel before the notebook (an IPython startup file): stand-ins for what the
+# cloud path would fetch from the Hugging Face hub, exactly as test_cloud_path provides them.
+HUB_STAND_INS = """
+import datasets
+import helpers.backend as backend
+from helpers.data import arithmetic_dataset
+from helpers.kimi import register_offline_kimi_tokenizer
+
+def _orca_locally(name, split):
+    rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
+    return datasets.concatenate_datasets([rows, rows])
+
+backend.load_dataset = _orca_locally
+register_offline_kimi_tokenizer()
+"""
+
+
+def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) -> None:
+    """backend="cloud" against a local stack server: no knob is touched, nothing simulated."""
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-hub-stand-ins.py").write_text(textwrap.dedent(HUB_STAND_INS))
+    run_env = notebook_env(tmp_path) | {
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "TINKER_BASE_URL": local_stack.url,
+        "SAIL_API_URL": local_stack.url,
+        "TINKER_API_KEY": "tml-local-stack",
+        "SAIL_API_KEY": "sk_local_stack",
+    }
+    knobs_before = get_knobs(local_stack.url)
+    parameters = {**SMALL, "backend": "cloud", "max_tokens": 24, "run_name": "cloud-path"}
+    out = tmp_path / NOTEBOOK
+    code, log = finish(papermill(NOTEBOOK, out, parameters, run_env))
+    assert code == 0, log[-3000:]
+    assert get_knobs(local_stack.url) == knobs_before
+    printed = _printed(nbformat.read(out, as_version=4))
+    assert "backend: cloud, nothing simulated" in printed
+    assert "checked:" not in printed  # the timing checks are for simulated waits only
+    steps = (tmp_path / "runs" / "cloud-path" / "steps.csv").read_text().splitlines()
+    assert len(steps) == 1 + 3 * 4 + 3
+
+
+def _printed(executed) -> str:
+    return "".join(
+        output.get("text", "") for cell in executed.cells for output in cell.get("outputs", [])
+    )
