@@ -7,7 +7,6 @@ seeds and the settings its "Try this" suggests.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from pathlib import Path
@@ -21,22 +20,10 @@ from tinker_cookbook.rl.train import train_step
 
 from helpers.inspect_step import completion_logprob_changes, learner_logprobs, sample_with_spread
 from helpers.serving import sail_policy
+from tests.cloud_support import cloud_kernel_env
 
 NOTEBOOK = "03_one_grpo_step.ipynb"
 run_env = test_notebooks.run_env  # the same fixture: fake keys, private runs/ and stack dirs
-
-# What the cloud path needs that this machine lacks: orca-math (the hub) and the Kimi
-# tokenizer's remote code. Run in the kernel before the notebook, as an IPython startup file.
-CLOUD_STAND_INS = """
-import datasets
-import helpers.backend as backend
-from helpers.data import arithmetic_dataset
-from helpers.kimi import register_offline_kimi_tokenizer
-
-_rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
-backend.load_dataset = lambda name, split: datasets.concatenate_datasets([_rows, _rows])
-register_offline_kimi_tokenizer()
-"""
 
 
 def outputs(path: Path) -> tuple[str, list]:
@@ -80,10 +67,7 @@ def test_cloud_backend_runs_unchanged_against_the_local_stack(local_stack, tmp_p
     """backend="cloud" with the SDKs' endpoints pointed at a local stack (as the
     `local_stack` fixture leaves them): the notebook is not changed, only its kernel gets
     the two stand-ins above."""
-    startup = tmp_path / "ipython" / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    (startup / "00-cloud-stand-ins.py").write_text(CLOUD_STAND_INS)
-    env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython")}
+    env = cloud_kernel_env(tmp_path)
     assert env["TINKER_BASE_URL"] == env["SAIL_API_URL"] == local_stack.url
     out = tmp_path / NOTEBOOK
     code, log = finish(papermill(NOTEBOOK, out, {"backend": "cloud"}, env))

@@ -10,7 +10,6 @@ does for notebook 04's loop.
 from __future__ import annotations
 
 import asyncio
-import textwrap
 import time
 import urllib.error
 from pathlib import Path
@@ -23,15 +22,18 @@ from tinker import types
 from local_stack.config import TRAIN_LATENCY_VAR, knob_settings_from_env
 from local_stack.control.client import get_knobs, set_knobs
 from local_stack.control.knobs import Knobs
+from tests import test_notebooks
+from tests.cloud_support import cloud_kernel_env
 from tests.sail_support import QUESTIONS, make_completer, sample_async
 from tests.test_notebooks import (
     all_text_under,
     assert_no_key_leaks,
     finish,
-    notebook_env,
     papermill,
 )
 from tests.tinker_datums import MODEL, rl_datum
+
+run_env = test_notebooks.run_env  # the same fixture: fake keys, private runs/ and stack dirs
 
 NOTEBOOK = "06_faster_loops.ipynb"
 HELD_SECONDS = 6.0  # long enough that sampling 16 short rollouts ends well within it
@@ -106,8 +108,8 @@ SMALL = {
 }
 
 
-def test_notebook_runs_on_the_local_backend(tmp_path: Path) -> None:
-    run_env = notebook_env(tmp_path)
+def test_notebook_runs_with_small_parameters(run_env: dict, tmp_path: Path) -> None:
+    """Notebook 06's run in `make test` (see conftest.py): local backend, its own checks."""
     out = tmp_path / NOTEBOOK
     code, log = finish(papermill(NOTEBOOK, out, SMALL, run_env))
     assert code == 0, log[-3000:]
@@ -121,35 +123,10 @@ def test_notebook_runs_on_the_local_backend(tmp_path: Path) -> None:
     assert_no_key_leaks(out.read_text(), log, all_text_under(tmp_path / "runs"))
 
 
-# Run in the kernel before the notebook (an IPython startup file): stand-ins for what the
-# cloud path would fetch from the Hugging Face hub, exactly as test_cloud_path provides them.
-HUB_STAND_INS = """
-import datasets
-import helpers.backend as backend
-from helpers.data import arithmetic_dataset
-from helpers.kimi import register_offline_kimi_tokenizer
-
-def _orca_locally(name, split):
-    rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
-    return datasets.concatenate_datasets([rows, rows])
-
-backend.load_dataset = _orca_locally
-register_offline_kimi_tokenizer()
-"""
-
-
+@pytest.mark.notebooks
 def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) -> None:
     """backend="cloud" against a local stack server: no knob is touched, nothing simulated."""
-    startup = tmp_path / "ipython" / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    (startup / "00-hub-stand-ins.py").write_text(textwrap.dedent(HUB_STAND_INS))
-    run_env = notebook_env(tmp_path) | {
-        "IPYTHONDIR": str(tmp_path / "ipython"),
-        "TINKER_BASE_URL": local_stack.url,
-        "SAIL_API_URL": local_stack.url,
-        "TINKER_API_KEY": "tml-local-stack",
-        "SAIL_API_KEY": "sk_local_stack",
-    }
+    run_env = cloud_kernel_env(tmp_path)
     knobs_before = get_knobs(local_stack.url)
     parameters = {**SMALL, "backend": "cloud", "max_tokens": 24, "run_name": "cloud-path"}
     out = tmp_path / NOTEBOOK

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,6 +28,7 @@ from helpers.training import LoopSettings, run_step
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, load_base_model
 from local_stack.sail.adapter_archive import MAX_ARCHIVE_BYTES
 from local_stack.sail.loras import MAX_LORAS
+from tests.cloud_support import cloud_kernel_env
 from tests.sail_support import (
     ADAPTER_FILES,
     HTTP,
@@ -439,16 +439,6 @@ def test_notebook_trains_a_short_run_when_none_exists(run_env: dict, tmp_path: P
     assert_no_key_leaks(out.read_text(), log, all_text_under(tmp_path / "runs"))
 
 
-STARTUP = """
-import datasets, helpers.backend as backend
-from helpers.data import arithmetic_dataset
-from helpers.kimi import register_offline_kimi_tokenizer
-rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
-backend.load_dataset = lambda name, split: datasets.concatenate_datasets([rows, rows])
-register_offline_kimi_tokenizer()  # the hub is out of reach: orca rows and tokenizer, locally
-"""
-
-
 def test_notebook_runs_unchanged_on_the_cloud_path_with_an_existing_run(
     local_stack, renderer, tmp_path: Path
 ) -> None:
@@ -459,16 +449,7 @@ def test_notebook_runs_unchanged_on_the_cloud_path_with_an_existing_run(
     (runs / "seeded").mkdir(parents=True)
     state = {"completed_steps": 2, "checkpoint": checkpoint, "eval_before": {"reward": 0.3}}
     (runs / "seeded" / "state.json").write_text(json.dumps(state))
-    startup = tmp_path / "ipython" / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    (startup / "00-offline-cloud.py").write_text(STARTUP)
-    env = {  # the local_stack fixture pointed the SDK variables of os.environ at its server
-        **os.environ,
-        "IPYTHONDIR": str(tmp_path / "ipython"),
-        "COURSE_RUNS_DIR": str(runs),
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
-    }
-    env.pop("JPY_SESSION_NAME", None)
+    env = cloud_kernel_env(tmp_path)
     parameters = {**SMALL, "backend": "cloud", "run_name": "seeded", "max_tokens": 32}
     out = tmp_path / NOTEBOOK
     code, log = finish(papermill(NOTEBOOK, out, parameters, env))
