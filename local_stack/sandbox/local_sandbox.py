@@ -25,11 +25,11 @@ from pathlib import Path
 from tinker_cookbook.exceptions import SandboxError
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult, SandboxTerminatedError
 
-from helpers.harbor_task import dockerfile_workdir
 from local_stack.sandbox import isolation
 from local_stack.sandbox.enclosure import Enclosure, totals_problem
 from local_stack.sandbox.isolation import ResourceLimits, SandboxIdentity
 from local_stack.sandbox.process import Bubblewrap, Outcome, output_cap
+from shell_tasks.harbor_task import dockerfile_workdir
 
 logger = logging.getLogger(__name__)
 
