@@ -52,7 +52,7 @@ run: $(STAMP)
 ## make sweep: run notebook 04 once per combination of a grid, each run in runs/<name>/;
 ## the grid is sweeps/default.toml, and e.g. SWEEP="-p seed 0 1 2 --name seeds3" changes it
 sweep: $(STAMP)
-	$(PYTHON) scripts/sweep.py $(SWEEP)
+	$(PYTHON) -m sweeps.runner $(SWEEP)
 
 ## make test: every test but the whole-notebook scenarios (each notebook still runs once, small)
 test: $(STAMP)
@@ -75,8 +75,8 @@ helpers: $(STAMP)
 	$(PYTHON) scripts/export_helpers.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check helpers local_stack tests bench scripts notebooks
-	$(VENV)/bin/ruff format --check helpers local_stack tests bench scripts notebooks
+	$(VENV)/bin/ruff check helpers kimi local_stack shell_tasks sweeps tests bench scripts notebooks
+	$(VENV)/bin/ruff format --check helpers kimi local_stack shell_tasks sweeps tests bench scripts notebooks
 
 ## make doctor: check this machine can run the course; one line per check, with its fix
 doctor:

@@ -15,10 +15,10 @@ import time
 import sail
 import sail.tinker
 
-from helpers.data import arithmetic_dataset
-from helpers.kimi import MODEL_NAME, offline_kimi_renderer
 from helpers.scoring import QUESTION_SUFFIX
+from kimi import MODEL_NAME, offline_kimi_renderer
 from local_stack.control.client import get_stats, set_knobs
+from local_stack.dataset import arithmetic_dataset
 from local_stack.supervisor import start_local_stack, stop_local_stack
 
 ROLLOUTS = 64

@@ -1,4 +1,17 @@
-"""Shared code for the course notebooks.
+"""The course code the notebooks import: the backend seam, parameter checks, the taught modules.
+
+    backend, defaults     `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
+    params, cost          one `check_*_params` per notebook; the cloud estimate and its cap
+    scoring, serving, inspect_step, training, pipelined
+                          generated from the notebooks' `# @save` cells (`make helpers`)
+    plots, runlog, progress, stats, rollout_failures
+                          what the taught loops draw, store, show, measure and guard against
+    errors, sdk_noise, stack_watch
+                          one-sentence errors, quiet SDK notices the course explains, and a
+                          cell stopped within a second when the local stack dies
+
+Beside it: `shell_tasks` (notebook 07), `sweeps` (`make sweep`, notebook 05), `kimi` (the
+model, named once) and `local_stack`, which this package imports only inside `connect("local")`.
 
 `import helpers` is cheap (the SDKs load on first use), so a notebook can check its
 parameters in its first cell and fail in a second, not after a minute of imports.

@@ -19,10 +19,10 @@ from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from helpers.defaults import BACKEND_DEFAULTS
 from helpers.errors import install_short_errors
-from helpers.kimi import MODEL_NAME, kimi_renderer
 from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from helpers.stack_watch import stop_watching, watch_local_stack
+from kimi import MODEL_NAME, kimi_renderer
 
 ADAPTER_CONFIG_PATH = Path(__file__).resolve().parent.parent / "tinker_adapter_config.json"
 CLOUD_DATASET = "microsoft/orca-math-word-problems-200k"
@@ -83,8 +83,8 @@ def connect(backend: str = "local") -> Course:
 
 def _start_local() -> dict[str, list[dict]]:
     # Imported here so the cloud path never loads the local stack.
-    from helpers.data import arithmetic_dataset
-    from helpers.kimi import register_offline_kimi_tokenizer
+    from kimi import register_offline_kimi_tokenizer
+    from local_stack.dataset import arithmetic_dataset
     from local_stack.supervisor import start_local_stack
 
     register_offline_kimi_tokenizer()

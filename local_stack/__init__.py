@@ -13,7 +13,10 @@ course reaches it only through `helpers.connect("local")`.
     engine/      what both services compute with: the tiny model, its vocabulary, the sampler,
                  the LoRA trainer, checkpoints on disk, the one compute thread
     sandbox/     the stand-in for Sailboxes: each command under bubblewrap
+    dataset      the offline arithmetic set the local backend reads instead of orca-math
 
-From the course it imports only what the course defines: the model's name and offline
-tokenizer (`helpers.kimi`), and, to build the base weights, the data and scoring.
+It shares the model's name and offline tokenizer with the course through `kimi`, a package
+of its own. From the course it imports only the definitions of the tasks it stands in for:
+Harbor's task layout (`shell_tasks.harbor_task`, for a task's working directory) and, to
+build the base weights, notebook 01's prompt suffix and answer check (`helpers.scoring`).
 """

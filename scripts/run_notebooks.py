@@ -5,7 +5,7 @@ notebook 04's run folder (metrics, figure), because its `run_name` is that times
 One line per notebook says how long it took and whether it ran. Extra `-p name value`
 pairs are passed to every notebook that has that parameter.
 
-First it runs a tiny sweep (`TINY_SWEEP`, see scripts/sweep.py) for the comparison
+First it runs a tiny sweep (`TINY_SWEEP`, see sweeps/runner.py) for the comparison
 notebook to compare: its runs are `runs/<timestamp>-sweep-*`.
 
 On the local backend the notebooks' kernels share one local stack. If none was running,
@@ -62,7 +62,7 @@ def main() -> int:
 
 def run_tiny_sweep(name: str, backend: str) -> int:
     """The sweep the comparison notebook compares; 1 if any of its runs failed."""
-    from scripts import sweep  # it imports this module
+    from sweeps import runner as sweep  # it imports this module
 
     start = time.monotonic()
     runs = sweep.plan({**TINY_SWEEP, "backend": backend}, name)

@@ -14,8 +14,8 @@ from pathlib import Path
 CLOUD_STAND_INS = """
 import datasets
 import helpers.backend as backend
-from helpers.data import arithmetic_dataset
-from helpers.kimi import register_offline_kimi_tokenizer
+from local_stack.dataset import arithmetic_dataset
+from kimi import register_offline_kimi_tokenizer
 
 _rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
 backend.load_dataset = lambda name, split: datasets.concatenate_datasets([_rows, _rows])

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from helpers.kimi import offline_kimi_renderer
+from kimi import offline_kimi_renderer
 from local_stack.engine.model import load_base_model
 from local_stack.supervisor import (
     LocalStack,

@@ -26,8 +26,8 @@ CHILD = r"""
 import asyncio, json
 import datasets
 import helpers.backend as backend
-from helpers.data import arithmetic_dataset
-from helpers.kimi import register_offline_kimi_tokenizer
+from local_stack.dataset import arithmetic_dataset
+from kimi import register_offline_kimi_tokenizer
 from helpers.training import LoopSettings, evaluate, run_step
 from helpers.serving import sail_policy
 

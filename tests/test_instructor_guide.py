@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from helpers.errors import CourseConfigError
-from helpers.kimi import offline_kimi_tokenizer
 from helpers.params import check_shipping_params
 from helpers.scoring import MathEnv, final_answer
+from kimi import offline_kimi_tokenizer
 from local_stack.http import ApiError
 from local_stack.sail.adapters import INVALID_RANK, check_lora_config
 

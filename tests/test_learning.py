@@ -24,7 +24,7 @@ import pytest
 import tinker
 from tinker import types
 
-from helpers.kimi import MODEL_NAME
+from kimi import MODEL_NAME
 from local_stack.control.client import set_knobs
 from local_stack.supervisor import start_local_stack
 
@@ -132,9 +132,9 @@ RL_MIN_GAIN = 0.15
 
 
 def test_a_short_rl_run_raises_the_reward_on_the_problems_it_trains_on(local_stack, renderer):
-    from helpers.data import arithmetic_dataset
     from helpers.serving import sail_policy
     from helpers.training import LoopSettings, evaluate, run_step
+    from local_stack.dataset import arithmetic_dataset
 
     start_local_stack()
     rows = arithmetic_dataset()["train"].to_list()[:RL_PROBLEMS]

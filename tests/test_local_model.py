@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from helpers.data import all_problems, arithmetic_dataset
+from local_stack.dataset import all_problems, arithmetic_dataset
 from local_stack.engine.build_base import Problem, evaluate, prompt_tokens
 from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,

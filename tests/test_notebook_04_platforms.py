@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.sandbox_cells import MARK, SKIPPED
+from shell_tasks.sandbox_cells import MARK, SKIPPED
 from tests import test_notebooks
 from tests.test_notebooks import SMALL_PARAMETERS, finish, papermill
 
@@ -99,7 +99,7 @@ def test_without_the_sandbox_it_says_why_skips_sandbox_cells_and_runs_the_rest(
     setup = next(c for c in executed.cells if "prepare_sandbox_cells(" in c.source)
     [sentence] = [line for line in printed(setup).splitlines() if "sandbox" in line]
     assert sentence.startswith("The local sandbox cannot run on this machine, because `bwrap`")
-    assert "helpers.sandboxes.sailbox_factory" in sentence
+    assert "shell_tasks.sandboxes.sailbox_factory" in sentence
     marked = [c for c in executed.cells if needs_sandbox(c)]
     assert len(marked) == 5
     for cell in marked:

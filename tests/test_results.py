@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.data import arithmetic_dataset
+from local_stack.dataset import arithmetic_dataset
 from tests.test_notebooks import FAKE_KEYS, ROOT, finish, papermill
 
 NOTEBOOK_03 = "04_training_loop.ipynb"

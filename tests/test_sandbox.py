@@ -29,14 +29,12 @@ from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWith
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
 
-from helpers.harbor_task import load_harbor_task
-from helpers.kimi import (
+from kimi import (
     MODEL_NAME,
     RENDERER_NAME,
     offline_kimi_tokenizer,
     register_offline_kimi_tokenizer,
 )
-from helpers.shell_env import ShellTaskGroupBuilder, extract_bash_script
 from local_stack.sandbox import (
     LocalSandbox,
     ResourceLimits,
@@ -46,6 +44,8 @@ from local_stack.sandbox import (
 )
 from local_stack.sandbox.enclosure import totals_problem
 from local_stack.sandbox.process import OUTPUT_CEILING_BYTES
+from shell_tasks.harbor_task import load_harbor_task
+from shell_tasks.shell_env import ShellTaskGroupBuilder, extract_bash_script
 
 # Hangs only: whether a command was killed at its timeout is `metrics["timed_out"]`.
 SLACK_SECONDS = 30.0

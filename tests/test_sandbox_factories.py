@@ -18,7 +18,7 @@ import sail.app
 import sail.image
 from sandbox_probes import ENV_DIR, run
 
-from helpers.sandboxes import sailbox_factory, sandbox_factory
+from shell_tasks.sandboxes import sailbox_factory, sandbox_factory
 
 FAKE_KEYS = {"TINKER_API_KEY": "tml-fake-factory-key", "SAIL_API_KEY": "sk_fake_factory_key"}
 
@@ -98,8 +98,9 @@ def test_the_backend_chooses_the_factory(monkeypatch) -> None:
 def test_the_cloud_factory_never_loads_the_local_stack() -> None:
     check = (
         f"import os, sys; os.environ.update({FAKE_KEYS!r});"
-        "from helpers.sandboxes import sandbox_factory; sandbox_factory('cloud');"
-        "from helpers.sandbox_cells import prepare_sandbox_cells; prepare_sandbox_cells('cloud');"
+        "from shell_tasks.sandboxes import sandbox_factory; sandbox_factory('cloud');"
+        "from shell_tasks.sandbox_cells import prepare_sandbox_cells;"
+        "prepare_sandbox_cells('cloud');"
         "print(sorted(m for m in sys.modules if m.startswith('local_stack')))"
     )
     loaded = subprocess.run(

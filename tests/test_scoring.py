@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.kimi import offline_kimi_tokenizer
 from helpers.scoring import (
     MathEnv,
     MathGroupBuilder,
@@ -17,6 +16,7 @@ from helpers.scoring import (
     final_answer,
     normalize_answer,
 )
+from kimi import offline_kimi_tokenizer
 
 END = "<|im_end|>"
 

@@ -9,8 +9,8 @@ import pytest
 import tinker
 from sandbox_probes import run
 
-from helpers.kimi import offline_kimi_tokenizer
-from helpers.scripted_policy import ScriptedShellPolicy
+from kimi import offline_kimi_tokenizer
+from shell_tasks.scripted_policy import ScriptedShellPolicy
 
 STOP = [163586]  # <|im_end|>, the kimi_k26 renderer's stop condition
 REPLIES = [

@@ -20,11 +20,11 @@ import pytest
 import sail
 import tinker
 
-from helpers.data import arithmetic_dataset
 from helpers.errors import CourseConfigError
 from helpers.params import check_shipping_params
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from helpers.training import LoopSettings, run_step
+from local_stack.dataset import arithmetic_dataset
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, load_base_model
 from local_stack.sail.adapter_archive import MAX_ARCHIVE_BYTES
 from local_stack.sail.loras import MAX_LORAS

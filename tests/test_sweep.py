@@ -22,12 +22,12 @@ import pytest
 import test_notebooks
 from test_notebooks import kill_everything_started_with
 
-from helpers.compare import RATIOS, comparison_table, seed_spread, seeds_needed
 from helpers.params import HELD_OUT_METRICS
-from helpers.runs import find_runs
+from sweeps.compare import RATIOS, comparison_table, seed_spread, seeds_needed
+from sweeps.runs import find_runs
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEP = [sys.executable, str(ROOT / "scripts" / "sweep.py")]
+SWEEP = [sys.executable, "-m", "sweeps.runner"]
 run_env = test_notebooks.run_env  # the fixture: the run's own runs/ and stack dirs, fake keys
 # Tiny runs: two problems of two samples per step, four held-out samples.
 TINY = ["-p", "group_size", "2", "-p", "groups_per_step", "2"]

@@ -15,7 +15,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from helpers.kimi import MODEL_NAME
+from kimi import MODEL_NAME
 from local_stack.engine.vocab import CompactVocab
 
 BASE_MODEL_NAME = MODEL_NAME  # the name the stack serves its tiny model under

@@ -186,7 +186,7 @@ class LoraRegistry:
         lora.task = asyncio.ensure_future(self._validate(lora))
         return lora
 
-    def find(self, name_or_id: str, param: str = "name") -> Lora:
+    def get(self, name_or_id: str, param: str = "name") -> Lora:
         lora = self._loras.get(name_or_id) or next(
             (lora for lora in self._loras.values() if lora.id == name_or_id), None
         )
@@ -200,7 +200,7 @@ class LoraRegistry:
         return lora
 
     def delete(self, name_or_id: str) -> dict[str, Any]:
-        lora = self.find(name_or_id)
+        lora = self.get(name_or_id)
         del self._loras[lora.spec.name]
         if lora.task is not None:
             lora.task.cancel()
@@ -211,7 +211,7 @@ class LoraRegistry:
 
     def adapter_for(self, name_or_id: str, model: str) -> Adapter:
         """The adapter a request names in `metadata.lora`, if it validated for `model`."""
-        lora = self.find(name_or_id, param="metadata.lora")
+        lora = self.get(name_or_id, param="metadata.lora")
         record = next((v for v in lora.validations if v.model == model), None)
         if record is None or record.status != "succeeded" or lora.adapter is None:
             state = "not requested" if record is None else record.status

@@ -13,6 +13,8 @@ faults, so they are applied here: `http500` and `malformed` (a truncated JSON bo
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -59,13 +61,9 @@ def sail_app(knobs: Knobs) -> web.Application:
     app.router.add_post("/responses", create_response)
     app.router.add_get("/responses/{id}", retrieve_response)
     app.router.add_post("/files", upload_file)
-    app.router.add_get("/files", list_files)
-    app.router.add_get("/files/{id}", retrieve_file)
-    app.router.add_delete("/files/{id}", delete_file)
+    _add_store_routes(app, "/files", lambda service: service.files)
     app.router.add_post("/loras", create_lora)
-    app.router.add_get("/loras", list_loras)
-    app.router.add_get("/loras/{name}", retrieve_lora)
-    app.router.add_delete("/loras/{name}", delete_lora)
+    _add_store_routes(app, "/loras", lambda service: service.loras)
     app.on_startup.append(_start_service)
     app.on_cleanup.append(_stop_service)
     return app
@@ -106,31 +104,37 @@ async def upload_file(request: web.Request) -> web.Response:
     return web.json_response(request.app[SERVICE].files.add(filename, purpose, data).body())
 
 
-async def list_files(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SERVICE].files.listing())
-
-
-async def retrieve_file(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SERVICE].files.get(request.match_info["id"]).body())
-
-
-async def delete_file(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SERVICE].files.delete(request.match_info["id"]))
-
-
 async def create_lora(request: web.Request) -> web.Response:
     loras = request.app[SERVICE].loras
     body = await read_json(request, max_bytes=MAX_LORA_BODY_BYTES, json_type_only=True)
     return web.json_response(loras.create(parse_create_body(body, loras.known_models)).body())
 
 
-async def list_loras(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SERVICE].loras.listing())
+class Store(Protocol):
+    """What files and named LoRAs both offer: list them, get one by id (or name), delete one."""
+
+    def listing(self) -> dict[str, Any]: ...
+    def get(self, ref: str) -> Any: ...  # an item with `.body()`; 404 `ApiError` if unknown
+    def delete(self, ref: str) -> dict[str, Any]: ...
 
 
-async def retrieve_lora(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SERVICE].loras.find(request.match_info["name"]).body())
+def _add_store_routes(
+    app: web.Application, path: str, store_of: Callable[[SailService], Store]
+) -> None:
+    """GET `path`, and GET and DELETE `path/{ref}`, on the service's store `store_of` picks."""
 
+    def store(request: web.Request) -> Store:
+        return store_of(request.app[SERVICE])
 
-async def delete_lora(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SERVICE].loras.delete(request.match_info["name"]))
+    async def listing(request: web.Request) -> web.Response:
+        return web.json_response(store(request).listing())
+
+    async def retrieve(request: web.Request) -> web.Response:
+        return web.json_response(store(request).get(request.match_info["ref"]).body())
+
+    async def delete(request: web.Request) -> web.Response:
+        return web.json_response(store(request).delete(request.match_info["ref"]))
+
+    app.router.add_get(path, listing)
+    app.router.add_get(f"{path}/{{ref}}", retrieve)
+    app.router.add_delete(f"{path}/{{ref}}", delete)

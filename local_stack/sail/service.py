@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from helpers.kimi import offline_kimi_tokenizer
+from kimi import offline_kimi_tokenizer
 from local_stack.control.knobs import Knobs
 from local_stack.engine.model import BASE_MODEL_NAME, load_base_model
 from local_stack.sail import wire

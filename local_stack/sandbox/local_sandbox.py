@@ -25,11 +25,11 @@ from pathlib import Path
 from tinker_cookbook.exceptions import SandboxError
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult, SandboxTerminatedError
 
-from helpers.harbor_task import dockerfile_workdir
 from local_stack.sandbox import isolation
 from local_stack.sandbox.enclosure import Enclosure, totals_problem
 from local_stack.sandbox.isolation import ResourceLimits, SandboxIdentity
 from local_stack.sandbox.process import Bubblewrap, Outcome, output_cap
+from shell_tasks.harbor_task import dockerfile_workdir
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +57,13 @@ class LocalSandbox:
     up and the operation raises the cookbook's `SandboxTerminatedError`, as does any
     operation after `cleanup`. Unlike Sail's, the budget also ends a command still running
     when it runs out, whatever that command's own timeout (`None` included).
+
+    `sandbox_id`, `workdir` (where a command that names none runs) and `limits` are fixed
+    when the sandbox is created.
     """
 
     def __init__(
         self,
-        *,
         enclosure: Enclosure,
         writable: Mapping[str, Path],
         workdir: str,
@@ -69,11 +71,11 @@ class LocalSandbox:
         identity: SandboxIdentity,
         timeout_seconds: float | None,
     ) -> None:
-        self._id = enclosure.host_dir.name
+        self.sandbox_id = enclosure.host_dir.name
+        self.workdir = workdir
+        self.limits = limits
         self._enclosure = enclosure
         self._writable = dict(writable)
-        self._workdir = workdir
-        self._limits = limits
         self._identity = identity
         self._deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         self._running: set[Bubblewrap] = set()
@@ -82,22 +84,9 @@ class LocalSandbox:
         self._release = weakref.finalize(self, enclosure.release)
 
     @property
-    def sandbox_id(self) -> str:
-        return self._id
-
-    @property
     def host_dir(self) -> Path:
         """Where the sandbox's writable directories live on the host (gone after `cleanup`)."""
         return self._enclosure.host_dir
-
-    @property
-    def workdir(self) -> str:
-        """The working directory inside the sandbox, used when a command names none."""
-        return self._workdir
-
-    @property
-    def limits(self) -> ResourceLimits:
-        return self._limits
 
     @property
     def totals_enforced(self) -> bool:
@@ -130,7 +119,7 @@ class LocalSandbox:
             )
         outcome = await self._execute(
             ["bash", "-c", command],
-            cwd=workdir or self._workdir,
+            cwd=workdir or self.workdir,
             timeout=timeout,
             limit=max_output_bytes,
         )
@@ -206,7 +195,7 @@ class LocalSandbox:
 
     async def _check_alive(self) -> None:
         if self._closed:
-            raise SandboxTerminatedError(f"sandbox {self._id} was cleaned up")
+            raise SandboxTerminatedError(f"sandbox {self.sandbox_id} was cleaned up")
         left = self._budget_left()
         if left is not None and left <= 0:
             await self.cleanup()
@@ -245,9 +234,9 @@ class LocalSandbox:
         """Join the sandbox's cgroup, become its uid, then isolate the command."""
         return (
             self._enclosure.launch_argv()
-            + self._identity.launch_argv(self._limits)
+            + self._identity.launch_argv(self.limits)
             + isolation.sandbox_argv(
-                command, writable=self._writable, cwd=cwd, limits=self._limits, info_fd=info_fd
+                command, writable=self._writable, cwd=cwd, limits=self.limits, info_fd=info_fd
             )
         )
 
@@ -302,14 +291,7 @@ async def local_sandbox_factory(
         for inside in (workdir, *_HARBOR_DIRS)
     }
     # Like Sail's, the lifetime budget starts once the sandbox exists.
-    sandbox = LocalSandbox(
-        enclosure=enclosure,
-        writable=writable,
-        workdir=workdir,
-        limits=limits,
-        identity=identity,
-        timeout_seconds=timeout_seconds,
-    )
+    sandbox = LocalSandbox(enclosure, writable, workdir, limits, identity, timeout_seconds)
     for directory in (enclosure.host_dir, *writable.values()):
         directory.mkdir(exist_ok=True)
         identity.give(directory)

@@ -3,7 +3,7 @@
 # /logs/verifier/reward.txt. The expected sum lives here, not next to the input, so a
 # policy that rewrites numbers.txt cannot change the answer it is graded against.
 # Keep it equal to the sum of environment/numbers.txt (tests/test_sandbox.py checks).
-# The course's grader (helpers.harbor_task.run_verifier) runs this in an emptied
+# The course's grader (shell_tasks.harbor_task.run_verifier) runs this in an emptied
 # /logs/verifier and counts only a reward this script wrote.
 EXPECTED_SUM=1827
 REWARD_FILE=/logs/verifier/reward.txt

@@ -9,7 +9,7 @@ same for both backends; only whether it runs depends on this machine.
 
 from __future__ import annotations
 
-from helpers.sandboxes import sandbox_problem
+from shell_tasks.sandboxes import sandbox_problem
 
 MARK = "# @needs_sandbox"
 SKIPPED = "skipped: this cell needs a sandbox, which this machine cannot create (see the top)"
@@ -38,7 +38,7 @@ def prepare_sandbox_cells(backend: str) -> None:
         print(
             f"The local sandbox cannot run on this machine, because {_problem}; the cells "
             "that create sandboxes print one line and run nothing, and with "
-            'backend = "cloud" they run on Sailboxes from helpers.sandboxes.sailbox_factory.'
+            'backend = "cloud" they run on Sailboxes from shell_tasks.sandboxes.sailbox_factory.'
         )
     try:
         from IPython import get_ipython

@@ -1,4 +1,4 @@
-"""A small arithmetic word-problem set, generated offline from a seed.
+"""The local backend's data: a small arithmetic word-problem set, generated offline from a seed.
 
 The cloud path reads `microsoft/orca-math-word-problems-200k`, whose rows have a
 `question` and an `answer` that is a worked solution in prose. This set has the same two

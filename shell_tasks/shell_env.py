@@ -3,7 +3,7 @@
 Action format: the policy answers with a ```bash fenced block. Its contents run as one
 bash script in the task's working directory inside a sandbox; then `tests/test.sh` runs
 in the same sandbox, and the reward is what it writes to /logs/verifier/reward.txt in
-this grading (see `helpers.harbor_task.run_verifier`: what the script left in the
+this grading (see `shell_tasks.harbor_task.run_verifier`: what the script left in the
 verifier's directories does not count). Text outside the block, thinking included, is
 never executed; without a block, nothing runs but the tests.
 
@@ -30,7 +30,7 @@ from tinker_cookbook.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, 
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-from helpers.harbor_task import HarborTaskDir, load_harbor_task, run_verifier
+from shell_tasks.harbor_task import HarborTaskDir, load_harbor_task, run_verifier
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """Kimi K2.6, named once: the model name, its renderer, and an offline tokenizer.
 
 Everything that names the model or builds its renderer (the backend, the local stack,
-its base-model build, the benchmarks and the tests) imports it from here.
+its base-model build, the benchmarks and the tests) imports it from here. It is a package
+of its own, beside `helpers` and `local_stack`, so that neither imports the other for it.
 
 `get_tokenizer("moonshotai/Kimi-K2.6")` downloads tokenizer code from the Hugging Face
 hub. The `tml-renderers` package ships the same vocabulary as a native tokenizer, so

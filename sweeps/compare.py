@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from helpers.runs import Run
+from sweeps.runs import Run
 
 Z_95 = 1.96  # a 95% interval is about 1.96 standard errors either side
 # Each held-out score as a ratio of two counts notebook 04 stores per problem.

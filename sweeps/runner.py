@@ -4,7 +4,7 @@
     make sweep SWEEP="-p seed 0 1 2"                # ... with three seeds instead of two
     make sweep SWEEP="--grid my.toml --name groups -p group_size 4 8"
     make sweep SWEEP="--dry-run"                    # check the grid, print the plan, run nothing
-    .venv/bin/python -m scripts.sweep -p seed 0 1   # the same without make, from the repo root
+    .venv/bin/python -m sweeps.runner -p seed 0 1   # the same without make, from the repo root
 
 A grid file (TOML) has a `name` and a `[parameters]` table; `-p NAME VALUE...` adds to it or
 replaces its entry. One value holds in every run, several give one run per value, and runs
@@ -38,8 +38,8 @@ from pathlib import Path
 from helpers.errors import CourseConfigError
 from helpers.params import HELD_OUT_PROBLEMS, check_training_params
 from helpers.runlog import RUNS_DIR
-from helpers.runs import notebook_defaults, read_run
 from scripts.run_notebooks import ROOT, execute, local_stack_for
+from sweeps.runs import notebook_defaults, read_run
 
 NOTEBOOK = ROOT / "notebooks" / "04_training_loop.ipynb"
 DEFAULT_GRID = ROOT / "sweeps" / "default.toml"

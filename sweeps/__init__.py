@@ -1,0 +1,8 @@
+"""Many training runs, and comparing them fairly.
+
+    runner        `make sweep`: notebook 04 once per combination of a grid (default.toml)
+    runs          read run folders as they are, whichever notebook version wrote them
+    compare       held-out gains with 95% intervals, differing settings, seed spread
+
+Notebook 05 teaches with `runs` and `compare`; `make run` uses `runner` for its tiny sweep.
+"""
