@@ -120,6 +120,12 @@ CALLS: list[tuple[str, tuple, dict[str, Any]]] = [
     ),
     ("tinker.TrainingClient.load_state_with_optimizer_async", (SENTINEL, "tinker://x"), {}),
     ("tinker_cookbook.rl.types.TrajectoryGroup.get_total_rewards", (SENTINEL,), {}),
+    # The faster-loops notebook: the cookbook's own off-policy mode, shown beside ours.
+    (
+        "tinker_cookbook.rl.train.AsyncConfig",
+        (),
+        {"max_steps_off_policy": 3, "groups_per_batch": 4},
+    ),
     # The one-step notebook: a Datum, the loss by hand, one optimizer step, LoRA sizes.
     ("tinker.Datum", (), {"model_input": SENTINEL, "loss_fn_inputs": {}}),
     ("tinker.TrainingClient.forward_async", (SENTINEL, [], "importance_sampling"), {}),
