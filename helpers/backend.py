@@ -81,6 +81,25 @@ def connect(backend: str = "local") -> Course:
     )
 
 
+def tiny_base_model() -> tuple[Any, Any]:
+    """The local stack's tiny base model (a fresh fp32 copy) and its vocabulary.
+
+    Its weights ship with the course, so a notebook can open it on either backend, e.g. to
+    count LoRA parameters or load a downloaded adapter with `peft`. It is the local stack's
+    model, not Kimi K2.6; this reads its files and starts no server.
+    """
+    from local_stack.engine.model import load_base_model
+
+    return load_base_model()
+
+
+def tiny_lora_config(rank: int) -> Any:
+    """The `peft.LoraConfig` the local stack trains `tiny_base_model()` with, at `rank`."""
+    from local_stack.engine.model import adapter_config_for
+
+    return adapter_config_for(rank)
+
+
 def _start_local() -> dict[str, list[dict]]:
     # Imported here so the cloud path never loads the local stack.
     from kimi import register_offline_kimi_tokenizer
