@@ -1,9 +1,4 @@
-"""docs/instructor.md: it covers every notebook and every "Try this", and its checkable claims hold.
-
-The guide names notebooks by their final names (after renumbering into reading order). Until a
-notebook is renamed, its current file stands in for it; a notebook that does not exist yet
-must have a section saying it is being written.
-"""
+"""docs/instructor.md covers every notebook and every "Try this", and its checkable claims hold."""
 
 from __future__ import annotations
 
@@ -24,33 +19,15 @@ from local_stack.sail.adapters import INVALID_RANK, check_lora_config
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "instructor.md"
 NOTEBOOKS = ROOT / "notebooks"
-# Final name -> the name the notebook has before renumbering (None: not written yet).
-FINAL_TO_CURRENT = {
-    "01_scoring": "01_scoring",
-    "02_snapshot_and_serve": "02_snapshot_and_serve",
-    "03_one_grpo_step": "03_one_grpo_step",
-    "04_training_loop": "04_training_loop",
-    "05_compare_runs": None,
-    "06_faster_loops": None,
-    "07_sandboxed_rollouts": "07_sandboxed_rollouts",
-    "08_ship_the_adapter": "08_ship_the_adapter",
-}
+NOTEBOOK_NAMES = sorted(path.stem for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 END = "<|im_end|>"
 
 
-def notebook_file(final: str) -> Path | None:
-    """The notebook the guide means by `final`: the renamed file, else today's, else None."""
-    for name in (final, FINAL_TO_CURRENT[final]):
-        if name and (NOTEBOOKS / f"{name}.ipynb").exists():
-            return NOTEBOOKS / f"{name}.ipynb"
-    return None
-
-
-def guide_section(final: str) -> str:
-    """The text under the guide's `### <final>` heading, up to the next heading."""
+def guide_section(name: str) -> str:
+    """The text under the guide's `### <name>` heading, up to the next heading."""
     text = GUIDE.read_text()
-    match = re.search(rf"^### {final}\b.*?(?=^##)", text, flags=re.S | re.M)
-    assert match, f"docs/instructor.md has no section '### {final}'"
+    match = re.search(rf"^### {name}\b.*?(?=^##)", text, flags=re.S | re.M)
+    assert match, f"docs/instructor.md has no section '### {name}'"
     return match.group(0)
 
 
@@ -73,28 +50,28 @@ def try_this_keys(notebook: Path) -> list[str]:
     return [" ".join(_normalise(bullet).split()[:4]) for bullet in bullets]
 
 
-@pytest.mark.parametrize("final", list(FINAL_TO_CURRENT))
-def test_every_notebook_has_a_section(final: str) -> None:
-    section = guide_section(final)
-    if notebook_file(final) is None:
-        assert "being written" in section, f"{final} does not exist, and its section says not why"
+def test_the_course_has_its_eight_notebooks() -> None:
+    assert len(NOTEBOOK_NAMES) == 8, NOTEBOOK_NAMES
 
 
-def test_every_notebook_the_guide_names_exists_or_is_being_written() -> None:
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_every_notebook_has_a_finished_section(name: str) -> None:
+    section = guide_section(name)
+    assert "being written" not in section, f"{name} exists; its section still says otherwise"
+
+
+def test_every_notebook_the_guide_names_exists() -> None:
     named = set(re.findall(r"\b(0\d_[a-z_]+[a-z])\b", GUIDE.read_text()))
     assert named, "the guide names no notebook"
-    for name in named:
-        assert name in FINAL_TO_CURRENT, f"the guide names {name}, which is no final notebook name"
-        if notebook_file(name) is None:
-            assert "being written" in guide_section(name)
+    assert named <= set(NOTEBOOK_NAMES), f"the guide names {named - set(NOTEBOOK_NAMES)}"
 
 
-@pytest.mark.parametrize("final", [f for f in FINAL_TO_CURRENT if notebook_file(f) is not None])
-def test_guide_solves_every_try_this(final: str) -> None:
-    section = _normalise(guide_section(final))
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_guide_solves_every_try_this(name: str) -> None:
+    section = _normalise(guide_section(name))
     assert "try this solutions" in section
-    missing = [key for key in try_this_keys(notebook_file(final)) if key not in section]
-    assert not missing, f"docs/instructor.md's {final} has no solution starting with {missing}"
+    missing = [key for key in try_this_keys(NOTEBOOKS / f"{name}.ipynb") if key not in section]
+    assert not missing, f"docs/instructor.md's {name} has no solution starting with {missing}"
 
 
 def test_diagram_exists_and_the_readme_and_guide_show_it() -> None:
@@ -109,12 +86,7 @@ def test_diagram_exists_and_the_readme_and_guide_show_it() -> None:
 
 def test_every_make_target_the_guide_names_exists() -> None:
     targets = set(re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(), flags=re.M))
-    text = GUIDE.read_text()
-    # A notebook being written may come with its own target (issue 15's `make sweep`).
-    for final in FINAL_TO_CURRENT:
-        if notebook_file(final) is None:
-            text = text.replace(guide_section(final), "")
-    named = set(re.findall(r"`make ([a-z-]+)", text))
+    named = set(re.findall(r"`make ([a-z-]+)", GUIDE.read_text()))
     assert named and named <= targets, f"the guide names missing targets {named - targets}"
 
 

@@ -4,7 +4,9 @@ The knob must make a Tinker training step take at least its latency while leavin
 compute thread free, so Sail keeps sampling during the wait; that is what lets the
 notebook's pipelined loop overlap the two. The notebook runs under papermill on the local
 backend, and on the cloud code path against a local stack server, as `test_cloud_path`
-does for notebook 04's loop.
+does for notebook 04's loop. Each of its "Try this" exercises runs as written, with small
+batches, and must show what the notebook says it shows; the numbers come from the tables
+the notebook writes to its run folder.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import urllib.error
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 import tinker
 from tinker import types
@@ -120,15 +123,24 @@ def test_notebook_runs_with_small_parameters(run_env: dict, tmp_path: Path) -> N
     runs = tmp_path / "runs" / "papermill-small"
     assert (runs / "timeline.png").stat().st_size > 0
     assert len((runs / "steps.csv").read_text().splitlines()) == 1 + 3 * 4 + 3
+    assert list(_table(runs, "schedules").index) == ["synchronous", "1 step stale", "2 steps stale"]
+    assert list(_table(runs, "windows").index) == ["balanced", "flex"]
     assert_no_key_leaks(out.read_text(), log, all_text_under(tmp_path / "runs"))
 
 
 @pytest.mark.notebooks
 def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) -> None:
-    """backend="cloud" against a local stack server: no knob is touched, nothing simulated."""
+    """backend="cloud" against a local stack server: no knob is touched, nothing simulated.
+
+    Also Try this: "Run with backend = "cloud" ... and compare the real S and T with the
+    simulated ones". The simulated latencies are set to 30 s here; the S and T the notebook
+    reports are the services' own, far below them.
+    """
     run_env = cloud_kernel_env(tmp_path)
     knobs_before = get_knobs(local_stack.url)
-    parameters = {**SMALL, "backend": "cloud", "max_tokens": 24, "run_name": "cloud-path"}
+    simulated = {"balanced_latency_s": 30.0, "flex_latency_s": 30.0, "train_latency_s": 30.0}
+    parameters = {**SMALL, **simulated, "backend": "cloud", "max_tokens": 24}
+    parameters["run_name"] = "cloud-path"
     out = tmp_path / NOTEBOOK
     code, log = finish(papermill(NOTEBOOK, out, parameters, run_env))
     assert code == 0, log[-3000:]
@@ -136,8 +148,71 @@ def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) 
     printed = _printed(nbformat.read(out, as_version=4))
     assert "backend: cloud, nothing simulated" in printed
     assert "checked:" not in printed  # the timing checks are for simulated waits only
-    steps = (tmp_path / "runs" / "cloud-path" / "steps.csv").read_text().splitlines()
+    runs = tmp_path / "runs" / "cloud-path"
+    steps = (runs / "steps.csv").read_text().splitlines()
     assert len(steps) == 1 + 3 * 4 + 3
+    schedules, windows = _table(runs, "schedules"), _table(runs, "windows")
+    assert (schedules["own S (s)"] < 10).all() and (schedules["own T (s)"] < 10).all(), schedules
+    assert (windows["S (s)"] < 10).all(), windows
+
+
+# Try this, with small batches: each test changes only what its exercise says (and the
+# batch sizes), so its runs take a minute or two each.
+TRY_SMALL = {"steps": 4, "group_size": 4, "groups_per_step": 2, "eval_problems": 10}
+TRY_SMALL |= {"eval_samples": 1, "run_name": "try-this"}
+
+
+def _run_try_this(changes: dict, run_env: dict, tmp_path: Path) -> Path:
+    """Run the notebook with the exercise's `changes`; its run folder."""
+    parameters = {**TRY_SMALL, **changes}
+    code, log = finish(papermill(NOTEBOOK, tmp_path / NOTEBOOK, parameters, run_env))
+    assert code == 0, log[-3000:]
+    return tmp_path / "runs" / parameters["run_name"]
+
+
+def test_try_this_shorter_training_makes_three_steps_stale_fastest(
+    run_env: dict, tmp_path: Path
+) -> None:
+    """Try this, "set train_latency_s = 1.5": T drops below S, so 1 step stale now waits for Sail
+    (max(S, T) = S) while 3 lanes bring each step down to T, as predicted."""
+    table = _table(_run_try_this({"train_latency_s": 1.5}, run_env, tmp_path), "schedules")
+    sync = table.loc["synchronous"]
+    assert sync["own T (s)"] < sync["own S (s)"], table
+    measured = table["measured s/step"]
+    assert measured.idxmin() == "3 steps stale", table
+    predicted = table["predicted s/step"]
+    predicted_gain = 1 - predicted["3 steps stale"] / predicted["1 step stale"]
+    measured_gain = 1 - measured["3 steps stale"] / measured["1 step stale"]
+    assert predicted_gain > 0.15, table  # S = 2 s of latency, T = 1.5 s: about a quarter
+    assert measured_gain > predicted_gain / 2, (measured_gain, predicted_gain)
+
+
+def test_try_this_six_steps_stale_drifts_further_than_one(run_env: dict, tmp_path: Path) -> None:
+    """Try this, "set max_staleness = 6 and steps = 12": at staleness 6 the sampler-learner KL and
+    the spread and largest of the importance weights exceed those at staleness 1."""
+    runs = _run_try_this({"max_staleness": 6, "steps": 12}, run_env, tmp_path)
+    steps = pd.read_csv(runs / "steps.csv")
+    one = steps[(steps["run"] == "1 step stale") & (steps["staleness"] == 1)]
+    six = steps[(steps["run"] == "6 steps stale") & (steps["staleness"] == 6)]
+    assert len(one) == 11 and len(six) == 6
+    for column in ("kl", "weight_std", "weight_max"):
+        assert six[column].mean() > one[column].mean(), (column, one, six)
+    assert set(_table(runs, "verdicts").reset_index()["run"]) == {"1 step stale", "6 steps stale"}
+
+
+def test_try_this_slow_flex_window_makes_tinker_wait(run_env: dict, tmp_path: Path) -> None:
+    """Try this, "set flex_latency_s = 8": S_flex / k is now above T, so with k = 3 lanes Sail is
+    the slower side and a flex step takes about S_flex / k, longer than T."""
+    changes = {"flex_latency_s": 8.0, "flex_steps": 5}  # 5: the default, as the exercise runs
+    flex = _table(_run_try_this(changes, run_env, tmp_path), "windows").loc["flex"]
+    assert flex["S (s)"] / 3 > flex["T (s)"], flex
+    assert flex["k=3 predicted s/step"] == pytest.approx(flex["S (s)"] / 3)
+    assert flex["k=3 measured s/step"] > 1.1 * flex["T (s)"], flex
+
+
+def _table(runs: Path, stem: str) -> pd.DataFrame:
+    """One of the tables the notebook writes to its run folder, by its first column."""
+    return pd.read_csv(runs / f"{stem}.csv", index_col=0)
 
 
 def _printed(executed) -> str:
