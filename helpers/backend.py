@@ -18,7 +18,7 @@ from datasets import load_dataset
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from helpers.defaults import BACKEND_DEFAULTS
-from helpers.errors import install_short_errors
+from helpers.errors import CourseConfigError, install_short_errors
 from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from helpers.stack_watch import stop_watching, watch_local_stack
@@ -46,6 +46,20 @@ class Course:
     # Facts training sees, each in a wording it does not (local data only: orca-math's rows
     # carry no facts to match, so in the cloud this is empty).
     held_out_seen_rows: list[dict] = field(repr=False)
+
+    def simulate_latency(self, **knobs: float) -> None:
+        """Local backend only: make the local stack wait as the cloud would. `latency` is how
+        long a Sail response reports `in_progress`; `train_latency` the least a Tinker training
+        step takes (`local_stack.control.knobs`). The real services have no such setting."""
+        if self.backend != "local":
+            raise CourseConfigError(
+                "simulated latencies exist only on the local stack; with backend='cloud' "
+                "the waits are the services' own."
+            )
+        from local_stack.control.client import set_knobs
+        from local_stack.supervisor import start_local_stack
+
+        set_knobs(start_local_stack().url, **knobs)  # connect() started it: this finds it
 
     def __repr__(self) -> str:
         return (
