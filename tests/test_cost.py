@@ -1,10 +1,12 @@
-"""Issue 17: notebook 04's spend estimate, its cloud defaults, and the cap that holds.
+"""Issue 17: each spending notebook's estimate, its cloud defaults, and the cap that holds.
 
 The cloud is the local stack here, as in tests/test_one_grpo_step.py: the `local_stack`
 fixture points the real SDKs at it and sets well-formed keys, so `backend="cloud"` runs
 the cloud's code path. Sail's request counters (`get_stats`) show whether anything was
 sampled; Tinker keeps no such counter, so for it the test asserts that the run stopped in
 the check cell, which comes before `helpers.connect` and so before any Tinker client.
+The README and the instructor's guide state each notebook's cloud costs; a test holds
+their numbers to the defaults.
 """
 
 from __future__ import annotations
@@ -23,19 +25,63 @@ from helpers.cost import (
     PRICES_PATH,
     check_budget,
     check_spent,
+    describe_sandboxes,
     estimate,
+    estimate_and_cap,
     load_prices,
     sampled_tokens,
 )
-from helpers.defaults import BACKEND_DEFAULTS, with_defaults
+from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
 from helpers.errors import CourseConfigError
 from local_stack.control.client import get_stats
 
+ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "04_training_loop.ipynb"
-# Notebook 04's cloud defaults: 7 steps x 8 x 8 rollouts, then 50 problems x 2 samples
-# scored before and after training, each rollout at most 1,024 tokens.
-CLOUD_ROLLOUTS = 7 * 64 + 2 * 50 * 2
-CLOUD_SAMPLED_TOKENS = CLOUD_ROLLOUTS * 1024
+CLOUD = BACKEND_DEFAULTS["cloud"]
+FASTER = NOTEBOOK_DEFAULTS["06_faster_loops"]["cloud"]
+SHIP = NOTEBOOK_DEFAULTS["08_ship_the_adapter"]["cloud"]
+# What each spending notebook samples and trains on at most with backend="cloud" and its
+# defaults, worked out from its cells: (rollouts sampled, rollouts trained on). Every
+# rollout samples at most max_tokens = 1,024 tokens.
+CLOUD_ROLLOUTS = {
+    # a request with a mismatched config, a group of 4, the group again in both windows
+    "02_snapshot_and_serve.ipynb": (1 + 4 + 2 * 4, 0),
+    # up to three draws of 16 groups of 8; one step on one draw
+    "03_one_grpo_step.ipynb": (3 * 16 * 8, 16 * 8),
+    # steps of 8 x 8 rollouts; the held-out evaluation before and after
+    NOTEBOOK: (
+        CLOUD["steps"] * 64 + 2 * CLOUD["eval_problems"] * CLOUD["eval_samples"],
+        CLOUD["steps"] * 64,
+    ),
+    # three runs and a flex run of 8 x 4 rollouts a step; four models evaluated
+    "06_faster_loops.ipynb": (
+        (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32
+        + 4 * FASTER["eval_problems"] * FASTER["eval_samples"],
+        (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32,
+    ),
+    # one sandboxed group of 4
+    "07_sandboxed_rollouts.ipynb": (4, 0),
+    # a short run of 8 x 8 rollouts a step; 4 parity problems and 8 table rows, twice each
+    "08_ship_the_adapter.ipynb": (
+        SHIP["short_run_steps"] * 64 + 2 * 4 + 2 * 8,
+        SHIP["short_run_steps"] * 64,
+    ),
+}
+# Notebook 07's sandboxes with group_size 4: {lifetime budget in seconds: how many}.
+CLOUD_SANDBOXES = {120: 11, 600: 16}
+
+
+def ceiling(notebook: str) -> int:
+    """The most a notebook's cloud defaults can sample, in tokens."""
+    return CLOUD_ROLLOUTS[notebook][0] * CLOUD["max_tokens"]
+
+
+def estimate_line(notebook: str) -> str:
+    rollouts, trained = CLOUD_ROLLOUTS[notebook]
+    training = f"training on at most {trained:,} rollouts" if trained else "no training"
+    return (
+        f"estimate: {rollouts:,} rollouts, at most {ceiling(notebook):,} sampled tokens; {training}"
+    )
 
 
 def test_estimate_is_a_ceiling_with_money_only_where_both_prices_are_known() -> None:
@@ -59,6 +105,9 @@ def test_estimate_is_a_ceiling_with_money_only_where_both_prices_are_known() -> 
     )
     assert priced.usd == pytest.approx((1000 * 2.0 + 400 * 5.0) / 1e6)
     assert "at most $0.00" in priced.describe()
+    assert (
+        "no training" in estimate(sampled_rollouts=3, trained_rollouts=0, max_tokens=5).describe()
+    )
 
 
 def test_prices_file_names_no_price_it_cannot_source() -> None:
@@ -73,7 +122,7 @@ def test_prices_file_names_no_price_it_cannot_source() -> None:
 def test_cap_applies_in_the_cloud_only_and_names_estimate_budget_and_remedy() -> None:
     spend = estimate(sampled_rollouts=648, trained_rollouts=448, max_tokens=1024)
     check_budget(spend, 10, "local")  # nothing is paid for locally
-    check_budget(spend, CLOUD_SAMPLED_TOKENS, "cloud")  # exactly at the budget is allowed
+    check_budget(spend, 648 * 1024, "cloud")  # exactly at the budget is allowed
     with pytest.raises(CourseConfigError) as raised:
         check_budget(spend, 1000, "cloud")
     message = str(raised.value)
@@ -82,6 +131,29 @@ def test_cap_applies_in_the_cloud_only_and_names_estimate_budget_and_remedy() ->
     check_spent(10**9, 10, "local", 3)
     with pytest.raises(CourseConfigError, match="stopped after 3 steps with its state saved"):
         check_spent(1001, 1000, "cloud", 3)
+
+
+def test_estimate_and_cap_prints_every_part_then_refuses_in_the_cloud_only(capsys) -> None:
+    parts = {"in 2 steps": 16, "in nothing": 0, "in the evaluation": 4}
+    spend = estimate_and_cap("local", 0, max_tokens=10, sampled=parts, trained_rollouts=16)
+    assert (spend.rollouts, spend.sampled_tokens, spend.trained_rollouts) == (20, 200, 16)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [
+        spend.describe(),
+        "  rollouts, each at most 10 tokens: 16 in 2 steps, 4 in the evaluation",
+    ]
+    estimate_and_cap("cloud", 200, max_tokens=10, sampled=parts)
+    with pytest.raises(CourseConfigError, match="up to 200 tokens .20 rollouts., over budget"):
+        estimate_and_cap("cloud", 199, max_tokens=10, sampled=parts)
+
+
+def test_sandboxes_are_counted_with_their_lifetime_and_no_price_invented() -> None:
+    assert describe_sandboxes({120: 11, 600: 16}, "local") == (
+        "sandboxes: 27 local ones, nothing billed"
+    )
+    cloud = describe_sandboxes({120: 11, 600: 16}, "cloud")
+    assert cloud.startswith("Sailboxes: 27 of size s, holding at most 10,920 Sailbox-seconds")
+    assert "no price known" in cloud and "budget_sampled_tokens does not cap them" in cloud
 
 
 def test_sampled_tokens_counts_every_transition_of_every_rollout() -> None:
@@ -100,19 +172,24 @@ def test_defaults_are_sized_per_backend_and_an_explicit_value_wins() -> None:
     assert with_defaults("cloud", steps=None, max_tokens=None) == {"steps": 7, "max_tokens": 1024}
     assert with_defaults("cloud", steps=30, max_tokens=None)["steps"] == 30
     assert with_defaults("local", steps=None)["steps"] == 90
-    cloud = BACKEND_DEFAULTS["cloud"]
-    assert (
-        CLOUD_ROLLOUTS == cloud["steps"] * 64 + 2 * cloud["eval_problems"] * cloud["eval_samples"]
-    )
-    assert CLOUD_SAMPLED_TOKENS <= DEFAULT_BUDGET_SAMPLED_TOKENS
+    # A notebook's own defaults come first; the others are the backend's.
+    assert with_defaults("cloud", "06_faster_loops", steps=None, max_tokens=None) == {
+        "steps": FASTER["steps"],
+        "max_tokens": 1024,
+    }
+    assert with_defaults("local", "08_ship_the_adapter", short_run_steps=None) == {
+        "short_run_steps": 12
+    }
+    for notebook in CLOUD_ROLLOUTS:
+        assert ceiling(notebook) <= DEFAULT_BUDGET_SAMPLED_TOKENS, notebook
 
 
-def _notebook_up_to_the_check_cell(folder: Path) -> Path:
-    """Notebook 04's cells before `helpers.connect`: the parameters and the check cell."""
-    notebook = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
+def _notebook_up_to_the_check_cell(folder: Path, name: str = NOTEBOOK) -> Path:
+    """A notebook's cells before `helpers.connect`: the parameters and the check cell."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     [connect] = [i for i, c in enumerate(notebook.cells) if "helpers.connect(" in c.source]
     notebook.cells = notebook.cells[:connect]
-    path = folder / NOTEBOOK
+    path = folder / name
     nbformat.write(notebook, path)
     return path
 
@@ -125,28 +202,28 @@ def _text(cell) -> str:
     return "".join(o.get("text", "") for o in cell.get("outputs", []))
 
 
+@pytest.mark.parametrize("notebook", list(CLOUD_ROLLOUTS))
 def test_cloud_defaults_print_the_estimate_before_any_request_and_fit_the_budget(
-    local_stack, tmp_path: Path
+    notebook: str, local_stack, tmp_path: Path
 ) -> None:
     env = {**os.environ, "COURSE_RUNS_DIR": str(tmp_path / "runs")}
-    truncated = _notebook_up_to_the_check_cell(tmp_path)
+    truncated = _notebook_up_to_the_check_cell(tmp_path, notebook)
     before = get_stats(local_stack.url)
     out = tmp_path / "out.ipynb"
     code, log = finish(papermill(str(truncated), out, {"backend": "cloud"}, env))
     assert code == 0, log[-3000:]
     text = "".join(_text(c) for c in _cells(out))
-    assert "backend: cloud   learning rate: 1e-05   max_tokens: 1024" in text
-    assert (
-        f"7 steps; estimate: {CLOUD_ROLLOUTS:,} rollouts, at most {CLOUD_SAMPLED_TOKENS:,} "
-        "sampled tokens; training on at most 448 rollouts" in text
-    )
-    assert "no price known" in text
+    assert estimate_line(notebook) in text and "no price known" in text
+    assert "rollouts, each at most 1,024 tokens: " in text
+    if notebook == NOTEBOOK:
+        assert "backend: cloud   learning rate: 1e-05   max_tokens: 1024" in text
+    if notebook == "07_sandboxed_rollouts.ipynb":
+        assert describe_sandboxes(CLOUD_SANDBOXES, "cloud") in text
     assert get_stats(local_stack.url) == before
 
 
-# Each spending notebook with a cap, and the most its cloud defaults can sample: notebook
-# 03_one_grpo_step draws 16 x 8 rollouts up to three times.
-CAPPED = [(NOTEBOOK, CLOUD_SAMPLED_TOKENS), ("03_one_grpo_step.ipynb", 3 * 16 * 8 * 1024)]
+# Each spending notebook, and the most its cloud defaults can sample.
+CAPPED = [(notebook, ceiling(notebook)) for notebook in CLOUD_ROLLOUTS]
 
 
 @pytest.mark.parametrize(("notebook", "ceiling"), CAPPED)

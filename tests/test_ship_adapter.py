@@ -375,6 +375,7 @@ def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
         "max_tokens": None,
         "seed": 0,
         "keep_on_sail": False,
+        "budget_sampled_tokens": 1_000_000,
     }
     check_shipping_params(**valid)
     with pytest.raises(CourseConfigError) as raised:
