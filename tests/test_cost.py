@@ -34,6 +34,7 @@ from helpers.cost import (
 from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
 from helpers.errors import CourseConfigError
 from local_stack.control.client import get_stats
+from tests.cloud_support import cloud_kernel_env
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "04_training_loop.ipynb"
@@ -248,3 +249,78 @@ def test_over_budget_cloud_run_stops_in_the_check_cell_with_no_request(
     assert all(not c.get("outputs") for c in after_failure)  # nothing later ran
     assert failed.metadata.papermill.duration < 5
     assert get_stats(local_stack.url) == before
+
+
+# An estimate that counts one token per rollout. The check cell's ceiling bounds what a run
+# can sample, so with a true estimate the count during the run never passes a budget the
+# check let through; this start-up file makes the estimate wrong, as a future change to the
+# notebook could, to show that the count during the run still stops it.
+UNDER_COUNTING_ESTIMATE = """
+import helpers.cost as cost
+
+_priced_estimate = cost.priced_estimate
+cost.priced_estimate = lambda **counts: _priced_estimate(**{**counts, "max_tokens": 1})
+"""
+
+
+def _metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.notebooks
+def test_cloud_run_passing_its_budget_mid_way_stops_saved_and_resumes(
+    local_stack, tmp_path: Path
+) -> None:
+    """Notebook 04 in the cloud stops after the step whose rollouts pass the budget, with its
+    state saved and one sentence; run again with a raised budget, it resumes after it."""
+    env = cloud_kernel_env(tmp_path)
+    hook = Path(env["IPYTHONDIR"]) / "profile_default" / "startup" / "01-under-counting.py"
+    hook.write_text(UNDER_COUNTING_ESTIMATE)
+    steps, max_tokens = 6, 24
+    budget = 8 * max_tokens  # what one step of 2 x 4 rollouts can sample at most
+    parameters = {
+        "backend": "cloud",
+        "steps": steps,
+        "group_size": 2,
+        "groups_per_step": 4,
+        "max_tokens": max_tokens,
+        "eval_problems": 4,
+        "eval_samples": 1,
+        "run_name": "capped",
+        "budget_sampled_tokens": budget,
+    }
+    out = tmp_path / "stopped.ipynb"
+    code, log = finish(papermill(NOTEBOOK, out, parameters, env))
+    assert code != 0, log[-3000:]
+    run = tmp_path / "runs" / "capped"
+    stopped = _metrics(run)
+    spent = [sum(r["sampled_tokens"] for r in stopped[: i + 1]) for i in range(len(stopped))]
+    # It stopped after the first step that passed the budget, before the last step.
+    assert 2 <= len(stopped) < steps and spent[-2] <= budget < spent[-1]
+    state = json.loads((run / "state.json").read_text())
+    assert state["completed_steps"] == len(stopped) and state["checkpoint"]
+    assert "eval_after" not in state
+    cells = [c for c in _cells(out) if c.cell_type == "code"]
+    [failed] = [c for c in cells if any(o.output_type == "error" for o in c.get("outputs", []))]
+    [error] = [o for o in failed.outputs if o.output_type == "error"]
+    assert "check_spent(" in failed.source and len(error.traceback) == 1
+    assert (error.ename, error.evalue) == (
+        "CourseConfigError",
+        f"this cloud run has sampled {spent[-1]:,} tokens, over budget_sampled_tokens = "
+        f"{budget:,}, so it stopped after {len(stopped)} steps with its state saved; raise "
+        "budget_sampled_tokens and run again to resume.",
+    )
+    assert all(not c.get("outputs") for c in cells[cells.index(failed) + 1 :])
+    assert f"step {len(stopped) - 1:3d} | reward" in _text(failed)  # its line is shown too
+
+    hook.unlink()  # the true estimate from here on: 1,344 tokens at most, well in budget
+    out = tmp_path / "resumed.ipynb"
+    resumed = {**parameters, "budget_sampled_tokens": 1_000_000}
+    code, log = finish(papermill(NOTEBOOK, out, resumed, env))
+    assert code == 0, log[-3000:]
+    text = "".join(_text(c) for c in _cells(out))
+    assert f"resuming 'capped' after step {len(stopped) - 1} from " in text
+    records = _metrics(run)
+    assert [r["step"] for r in records] == list(range(steps))
+    assert records[: len(stopped)] == stopped  # nothing before the stop ran again
+    assert json.loads((run / "state.json").read_text())["eval_after"]["completed_steps"] == steps
