@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -324,3 +325,69 @@ def test_cloud_run_passing_its_budget_mid_way_stops_saved_and_resumes(
     assert [r["step"] for r in records] == list(range(steps))
     assert records[: len(stopped)] == stopped  # nothing before the stop ran again
     assert json.loads((run / "state.json").read_text())["eval_after"]["completed_steps"] == steps
+
+
+def _parameters_cell(notebook: str) -> str:
+    cells = nbformat.read(NOTEBOOKS / notebook, as_version=4).cells
+    [source] = [c.source for c in cells if "parameters" in c.metadata.get("tags", [])]
+    return " ".join(source.replace("#", " ").split())
+
+
+@pytest.mark.parametrize("notebook", list(CLOUD_ROLLOUTS))
+def test_the_budgets_comment_states_what_the_cloud_defaults_need(notebook: str) -> None:
+    [need] = re.findall(
+        r"the cloud defaults need (?:at most )?([\d,]+)", _parameters_cell(notebook)
+    )
+    assert need == f"{ceiling(notebook):,}"
+
+
+def _listed(values: list) -> str:
+    """`[8, 5, 4]` as the docs write it: "8, 5 and 4"."""
+    words = [v if isinstance(v, str) else f"{v:,}" for v in values]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _cost_part(doc: str) -> str:
+    """The part of a doc that says what a cloud run costs, up to its next heading."""
+    text = (ROOT / doc).read_text()
+    start = text.index("What a cloud run costs")
+    return text[start : text.index("\n## ", start)]
+
+
+def _row(text: str, notebook: str) -> list[str]:
+    """The cells of a notebook's row in a table of `text`."""
+    [row] = [r for r in text.splitlines() if r.startswith(f"| `{Path(notebook).stem}` |")]
+    return [cell.strip() for cell in row.split("|")[2:-1]]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/instructor.md"])
+def test_the_docs_state_each_notebooks_cloud_costs_as_its_defaults_give_them(doc: str) -> None:
+    text = _cost_part(doc)
+    for notebook, (rollouts, trained) in CLOUD_ROLLOUTS.items():
+        sampled, tokens, trained_on = _row(text, notebook)
+        assert sampled.startswith(f"{rollouts:,}") and tokens == f"{ceiling(notebook):,}"
+        assert trained_on.startswith(f"{trained:,} rollouts" if trained else "nothing"), notebook
+    row = " ".join(_row(text, "07_sandboxed_rollouts.ipynb"))
+    sailboxes = sum(CLOUD_SANDBOXES.values())
+    seconds = sum(lifetime * n for lifetime, n in CLOUD_SANDBOXES.items())
+    assert f"{sailboxes} Sailboxes" in row and f"at most {seconds:,} Sailbox-seconds" in row
+    flat = " ".join(text.split())
+    day = sum(rollouts for rollouts, _ in CLOUD_ROLLOUTS.values())
+    assert f"at most {day:,} rollouts and {day * CLOUD['max_tokens']:,}" in flat
+    assert f"{DEFAULT_BUDGET_SAMPLED_TOKENS:,}" in flat
+
+
+def test_the_readme_states_the_defaults_per_backend() -> None:
+    flat = " ".join(_cost_part("README.md").split())
+    sizes = {
+        "04": (["steps", "eval_problems", "eval_samples"], BACKEND_DEFAULTS["local"], CLOUD),
+        **{
+            notebook[:2]: (list(by_backend["cloud"]), by_backend["local"], by_backend["cloud"])
+            for notebook, by_backend in NOTEBOOK_DEFAULTS.items()
+        },
+    }
+    for number, (names, local, cloud) in sizes.items():
+        named = _listed([f"`{name}`" for name in names])
+        values = [_listed([defaults[name] for name in names]) for defaults in (local, cloud)]
+        stated = f"{named} {'are ' if number == '04' else ''}{values[0]} locally and {values[1]}"
+        assert f"otebook {number}'s {stated} in the cloud" in flat, stated
