@@ -135,7 +135,7 @@ def describe_sandboxes(lifetimes: dict[int, int], backend: str) -> str:
     count = sum(lifetimes.values())
     seconds = sum(lifetime * n for lifetime, n in lifetimes.items())
     if backend != "cloud":
-        return f"sandboxes: {count} local ones, nothing billed"
+        return f"sandboxes: {count} local ones, holding at most {seconds:,} sandbox-seconds"
     price = load_prices()["usd_per_sailbox_hour_size_s"]
     money = "no price known" if price is None else f"at most ${seconds / 3600 * price:,.2f}"
     return (

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
 import pytest
+import test_notebooks
 from test_notebooks import NOTEBOOKS, finish, papermill
 
 from helpers.cost import (
@@ -38,6 +40,7 @@ from local_stack.control.client import get_stats
 from tests.cloud_support import cloud_kernel_env
 
 ROOT = Path(__file__).resolve().parent.parent
+run_env = test_notebooks.run_env  # the fixture: fake keys, private runs/ and stack dirs
 NOTEBOOK = "04_training_loop.ipynb"
 CLOUD = BACKEND_DEFAULTS["cloud"]
 FASTER = NOTEBOOK_DEFAULTS["06_faster_loops"]["cloud"]
@@ -151,7 +154,7 @@ def test_estimate_and_cap_prints_every_part_then_refuses_in_the_cloud_only(capsy
 
 def test_sandboxes_are_counted_with_their_lifetime_and_no_price_invented() -> None:
     assert describe_sandboxes({120: 11, 600: 16}, "local") == (
-        "sandboxes: 27 local ones, nothing billed"
+        "sandboxes: 27 local ones, holding at most 10,920 sandbox-seconds"
     )
     cloud = describe_sandboxes({120: 11, 600: 16}, "cloud")
     assert cloud.startswith("Sailboxes: 27 of size s, holding at most 10,920 Sailbox-seconds")
@@ -391,3 +394,49 @@ def test_the_readme_states_the_defaults_per_backend() -> None:
         values = [_listed([defaults[name] for name in names]) for defaults in (local, cloud)]
         stated = f"{named} {'are ' if number == '04' else ''}{values[0]} locally and {values[1]}"
         assert f"otebook {number}'s {stated} in the cloud" in flat, stated
+
+
+# A start-up file for notebook 07's kernel: every local sandbox created is logged with its
+# lifetime budget. The wrapper keeps the factory's name, so the notebook's partial of it
+# still pickles and prints as before.
+SANDBOX_LOG = """
+import functools
+import os
+
+import local_stack.sandbox
+import local_stack.sandbox.local_sandbox as module
+
+_create = module.local_sandbox_factory
+
+
+@functools.wraps(_create)
+async def local_sandbox_factory(env_dir, timeout_seconds=None, **settings):
+    with open(os.environ["COURSE_TEST_SANDBOX_LOG"], "a") as log:
+        log.write(f"{timeout_seconds}\\n")
+    return await _create(env_dir, timeout_seconds, **settings)
+
+
+module.local_sandbox_factory = local_stack.sandbox.local_sandbox_factory = local_sandbox_factory
+"""
+
+
+def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
+    run_env: dict, tmp_path: Path
+) -> None:
+    """What the check cell says of sandboxes is what the notebook then creates."""
+    from local_stack.sandbox.isolation import isolation_problem
+
+    if (problem := isolation_problem()) is not None:
+        pytest.skip(f"no local sandbox here: {problem}")
+    startup = Path(run_env["IPYTHONDIR"]) / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-sandbox-log.py").write_text(SANDBOX_LOG)
+    log = tmp_path / "sandboxes.log"
+    run_env["COURSE_TEST_SANDBOX_LOG"] = str(log)
+    out = tmp_path / "out.ipynb"
+    parameters = {"group_size": 3, "simulated_boot_seconds": 0.1}
+    code, printed = finish(papermill("07_sandboxed_rollouts.ipynb", out, parameters, run_env))
+    assert code == 0, printed[-3000:]
+    created = Counter(round(float(lifetime)) for lifetime in log.read_text().split())
+    assert created == {120: 1 + 10, 600: 4 * 3}  # by hand and containment; four groups
+    assert describe_sandboxes(created, "local") in "".join(_text(c) for c in _cells(out))
