@@ -440,3 +440,19 @@ def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
     created = Counter(round(float(lifetime)) for lifetime in log.read_text().split())
     assert created == {120: 1 + 10, 600: 4 * 3}  # by hand and containment; four groups
     assert describe_sandboxes(created, "local") in "".join(_text(c) for c in _cells(out))
+
+
+@pytest.mark.notebooks
+def test_02_in_the_cloud_samples_what_its_estimate_counts(local_stack, tmp_path: Path) -> None:
+    """Every request notebook 02 sends to Sail on the cloud path is in its estimate."""
+    env = cloud_kernel_env(tmp_path)
+    before = get_stats(local_stack.url)["requests"]
+    out = tmp_path / "out.ipynb"
+    parameters = {"backend": "cloud", "group_size": 2, "max_tokens": 32}
+    code, log = finish(papermill("02_snapshot_and_serve.ipynb", out, parameters, env))
+    assert code == 0, log[-3000:]
+    text = "".join(_text(c) for c in _cells(out))
+    assert "estimate: 7 rollouts, at most 224 sampled tokens; no training" in text
+    # The group and the group in each window; the local stack refuses the mismatched
+    # config before sampling, which the estimate counts in case the cloud does not.
+    assert get_stats(local_stack.url)["requests"] - before == 3 * 2
