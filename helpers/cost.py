@@ -8,7 +8,11 @@ price is invented: without one the estimate says "no price known".
 
 In the cloud, a run whose sampled-token ceiling exceeds its budget stops before its first
 paid request, with one sentence; there is no prompt, so papermill behaves the same.
-Locally nothing is paid for, so the estimate is printed and no cap applies.
+Locally nothing is paid for, so the estimate is printed and no cap applies. Each spending
+notebook's check cell calls `estimate_and_cap` with the rollouts of each part of its run.
+
+Sandboxes (notebook 07's Sailboxes) are counted apart, by `describe_sandboxes`: how many,
+and the most sandbox time they can hold. The budget caps sampled tokens only.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ PRICES_PATH = Path(__file__).resolve().parent / "prices.json"
 # Held-out sets a notebook-03 evaluation scores: locally unseen facts and seen facts in new
 # wording; in the cloud orca-math has only the first.
 HELD_OUT_SETS = {"local": 2, "cloud": 1}
-# Large enough for the cloud defaults of every notebook (notebook 04's is the largest,
-# 648 rollouts of at most 1,024 tokens), small enough that a mistyped parameter is caught.
+# Large enough for the cloud defaults of every notebook (notebook 06's is the largest,
+# 808 rollouts of at most 1,024 tokens), small enough that a mistyped parameter is caught.
 DEFAULT_BUDGET_SAMPLED_TOKENS = 1_000_000
 
 
@@ -40,11 +44,15 @@ class Estimate:
 
     def describe(self) -> str:
         money = "no price known" if self.usd is None else f"at most ${self.usd:,.2f}"
+        training = (
+            f"training on at most {self.trained_rollouts:,} rollouts "
+            f"({self.trained_completion_tokens:,} completion tokens plus their prompts)"
+            if self.trained_rollouts
+            else "no training"
+        )
         return (
             f"estimate: {self.rollouts:,} rollouts, at most {self.sampled_tokens:,} sampled "
-            f"tokens; training on at most {self.trained_rollouts:,} rollouts "
-            f"({self.trained_completion_tokens:,} completion tokens plus their prompts); "
-            f"{money}"
+            f"tokens; {training}; {money}"
         )
 
 
@@ -92,9 +100,49 @@ def check_budget(spend: Estimate, budget_sampled_tokens: int, backend: str) -> N
         raise CourseConfigError(
             f"this cloud run could sample up to {spend.sampled_tokens:,} tokens "
             f"({spend.rollouts:,} rollouts), over budget_sampled_tokens = "
-            f"{budget_sampled_tokens:,}; lower steps or the sizes, or raise "
+            f"{budget_sampled_tokens:,}; lower the parameters that size it, or raise "
             "budget_sampled_tokens in the parameters cell if you mean to spend it."
         )
+
+
+def estimate_and_cap(
+    backend: str,
+    budget_sampled_tokens: int,
+    *,
+    max_tokens: int,
+    sampled: dict[str, int],
+    trained_rollouts: int = 0,
+) -> Estimate:
+    """Print what a notebook can spend, before its first request; in the cloud, refuse it if
+    that passes the budget. `sampled` gives each part of the run with the rollouts it
+    samples (a part that samples nothing is left out of the list)."""
+    spend = priced_estimate(
+        sampled_rollouts=sum(sampled.values()),
+        trained_rollouts=trained_rollouts,
+        max_tokens=max_tokens,
+    )
+    parts = ", ".join(f"{count:,} {part}" for part, count in sampled.items() if count)
+    print(spend.describe())
+    print(f"  rollouts, each at most {max_tokens:,} tokens: {parts or 'none'}")
+    check_budget(spend, budget_sampled_tokens, backend)
+    return spend
+
+
+def describe_sandboxes(lifetimes: dict[int, int], backend: str) -> str:
+    """Sandboxes a notebook creates, as {lifetime budget in seconds: how many}. Each ends at
+    its `cleanup`, and at the latest when its budget runs out, so the sum of the budgets is
+    the most sandbox time the notebook can hold (it usually holds seconds of it)."""
+    count = sum(lifetimes.values())
+    seconds = sum(lifetime * n for lifetime, n in lifetimes.items())
+    if backend != "cloud":
+        return f"sandboxes: {count} local ones, holding at most {seconds:,} sandbox-seconds"
+    price = load_prices()["usd_per_sailbox_hour_size_s"]
+    money = "no price known" if price is None else f"at most ${seconds / 3600 * price:,.2f}"
+    return (
+        f"Sailboxes: {count} of size s, holding at most {seconds:,} Sailbox-seconds "
+        f"(each ends at its cleanup, or when its lifetime budget runs out); {money}; "
+        "budget_sampled_tokens does not cap them"
+    )
 
 
 def sampled_tokens(groups: list) -> int:

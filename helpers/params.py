@@ -16,6 +16,7 @@ import math
 import os
 import re
 
+from helpers.defaults import with_defaults
 from helpers.errors import CourseConfigError
 
 BACKENDS = ("local", "cloud")
@@ -185,6 +186,7 @@ def check_serving_params(
     temperature: float,
     completion_window: str,
     example_index: int,
+    budget_sampled_tokens: int,
 ) -> None:
     """Every parameter of notebook 02, in the order its parameters cell lists them."""
     check_backend(backend)
@@ -196,6 +198,7 @@ def check_serving_params(
     check_temperature(temperature)
     check_completion_window(completion_window)
     check_problem_index("example_index", example_index, backend)
+    check_budget_param(budget_sampled_tokens)
 
 
 def check_training_params(
@@ -258,6 +261,7 @@ def check_sandbox_params(
     simulated_boot_seconds: float,
     max_tokens: int,
     temperature: float,
+    budget_sampled_tokens: int,
 ) -> None:
     """Every parameter of notebook 07; `max_tokens` and `temperature` only reach the cloud."""
     check_backend(backend)
@@ -265,6 +269,7 @@ def check_sandbox_params(
     check_number("simulated_boot_seconds", simulated_boot_seconds, 0.0, MAX_BOOT_SECONDS)
     check_max_tokens(max_tokens, "cloud", none_ok=False)
     check_temperature(temperature)
+    check_budget_param(budget_sampled_tokens)
 
 
 def check_one_step_params(
@@ -301,7 +306,7 @@ MIN_PIPELINE_STEPS = 3  # the first step fills the pipeline; two more show its p
 def check_faster_loops_params(
     *,
     backend: str,
-    steps: int,
+    steps: int | None,
     group_size: int,
     groups_per_step: int,
     max_staleness: int,
@@ -311,15 +316,18 @@ def check_faster_loops_params(
     seed: int,
     balanced_latency_s: float,
     flex_latency_s: float,
-    flex_steps: int,
+    flex_steps: int | None,
     train_latency_s: float,
-    eval_problems: int,
-    eval_samples: int,
+    eval_problems: int | None,
+    eval_samples: int | None,
     run_name: str,
+    budget_sampled_tokens: int,
 ) -> None:
-    """Every parameter of notebook 06, in the order its parameters cell lists them."""
+    """Every parameter of notebook 06, in the order its parameters cell lists them (None:
+    the backend's default, which the checks that relate two parameters use)."""
     check_backend(backend)
-    check_whole_number("steps", steps, MIN_PIPELINE_STEPS, MAX_STEPS)
+    check_whole_number("steps", steps, MIN_PIPELINE_STEPS, MAX_STEPS, none_ok=True)
+    steps = with_defaults(backend, "06_faster_loops", steps=steps)["steps"]
     check_group_size(group_size, 2)
     train = TRAIN_PROBLEMS[backend]
     check_whole_number(
@@ -340,14 +348,23 @@ def check_faster_loops_params(
         ("train_latency_s", train_latency_s),
     ):
         check_number(name, value, 0.0, MAX_SIMULATED_LATENCY_S)
-    check_whole_number("flex_steps", flex_steps, MIN_PIPELINE_STEPS, MAX_STEPS)
+    check_whole_number("flex_steps", flex_steps, MIN_PIPELINE_STEPS, MAX_STEPS, none_ok=True)
     held_out = HELD_OUT_PROBLEMS[backend]
     check_whole_number(
-        "eval_problems", eval_problems, 1, held_out, why=_holds(backend, held_out, "held-out")
+        "eval_problems",
+        eval_problems,
+        1,
+        held_out,
+        why=_holds(backend, held_out, "held-out"),
+        none_ok=True,
     )
-    check_whole_number("eval_samples", eval_samples, 1, MAX_GROUP_SIZE)
-    check_batch(("eval_problems", "eval_samples"), (eval_problems, eval_samples))
+    check_whole_number("eval_samples", eval_samples, 1, MAX_GROUP_SIZE, none_ok=True)
+    evaluation = with_defaults(
+        backend, "06_faster_loops", eval_problems=eval_problems, eval_samples=eval_samples
+    )
+    check_batch(("eval_problems", "eval_samples"), tuple(evaluation.values()))
     check_run_name(run_name)
+    check_budget_param(budget_sampled_tokens)
 
 
 # The comparison notebook's limits: the held-out scores notebook 04 stores, run-name
@@ -385,18 +402,19 @@ def check_shipping_params(
     *,
     backend: str,
     run_name: str,
-    short_run_steps: int,
+    short_run_steps: int | None,
     lora_name: str,
     parity_problems: int,
     table_problems: int,
     max_tokens: int | None,
     seed: int,
     keep_on_sail: bool,
+    budget_sampled_tokens: int,
 ) -> None:
     """Every parameter of notebook 08, in the order its parameters cell lists them."""
     check_backend(backend)
     check_run_name(run_name)
-    check_whole_number("short_run_steps", short_run_steps, 1, MAX_STEPS)
+    check_whole_number("short_run_steps", short_run_steps, 1, MAX_STEPS, none_ok=True)
     if not isinstance(lora_name, str) or not LORA_NAME.fullmatch(lora_name):
         raise CourseConfigError(
             "lora_name must be 2-64 characters of a-z, 0-9 and '-', starting and ending with "
@@ -409,3 +427,4 @@ def check_shipping_params(
     check_whole_number("seed", seed, 0, MAX_SEED)
     if not isinstance(keep_on_sail, bool):
         raise CourseConfigError(f"keep_on_sail must be True or False, not {keep_on_sail!r}.")
+    check_budget_param(budget_sampled_tokens)

@@ -35,6 +35,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.defaults import with_defaults
 from helpers.errors import CourseConfigError
 from helpers.params import HELD_OUT_PROBLEMS, check_training_params
 from helpers.runlog import RUNS_DIR
@@ -65,7 +66,19 @@ class PlannedRun:
 
     @property
     def steps(self) -> int:
-        return self.parameters["steps"]
+        return self.sizes["steps"]
+
+    @property
+    def sizes(self) -> dict:
+        """The parameters that size the run, each None replaced by its backend's default."""
+        p = self.parameters
+        return with_defaults(
+            p["backend"],
+            steps=p["steps"],
+            eval_problems=p["eval_problems"],
+            eval_samples=p["eval_samples"],
+            max_tokens=p["max_tokens"],
+        )
 
 
 def plan(grid: dict, name: str) -> list[PlannedRun]:
@@ -104,11 +117,9 @@ def check(runs: list[PlannedRun]) -> None:
 
 def cloud_budget(runs: list[PlannedRun]) -> list[str]:
     """Lines to print before a cloud sweep starts: what each run still has to sample."""
-    from helpers.backend import BACKEND_DEFAULTS  # imports the SDKs: only for the cloud
-
     lines, total_rollouts, total_tokens = [], 0, 0
     for run in runs:
-        p, found = run.parameters, read_run(RUNS_DIR / run.name)
+        p, found = {**run.parameters, **run.sizes}, read_run(RUNS_DIR / run.name)
         if found.is_finished(run.steps):
             lines.append(f"  {run.name}: finished, not run again")
             continue
@@ -120,7 +131,7 @@ def cloud_budget(runs: list[PlannedRun]) -> list[str]:
             steps_left * p["group_size"] * p["groups_per_step"]
             + evaluations * eval_problems * p["eval_samples"]
         )
-        tokens = rollouts * (p["max_tokens"] or BACKEND_DEFAULTS["cloud"]["max_tokens"])
+        tokens = rollouts * p["max_tokens"]
         total_rollouts, total_tokens = total_rollouts + rollouts, total_tokens + tokens
         lines.append(
             f"  {run.name}: {steps_left} steps, {rollouts:,} rollouts, "

@@ -1,21 +1,26 @@
-"""Issue 17: notebook 04's spend estimate, its cloud defaults, and the cap that holds.
+"""Issue 17: each spending notebook's estimate, its cloud defaults, and the cap that holds.
 
 The cloud is the local stack here, as in tests/test_one_grpo_step.py: the `local_stack`
 fixture points the real SDKs at it and sets well-formed keys, so `backend="cloud"` runs
 the cloud's code path. Sail's request counters (`get_stats`) show whether anything was
 sampled; Tinker keeps no such counter, so for it the test asserts that the run stopped in
 the check cell, which comes before `helpers.connect` and so before any Tinker client.
+The README and the instructor's guide state each notebook's cloud costs; a test holds
+their numbers to the defaults.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
 import pytest
+import test_notebooks
 from test_notebooks import NOTEBOOKS, finish, papermill
 
 from helpers.cost import (
@@ -23,19 +28,65 @@ from helpers.cost import (
     PRICES_PATH,
     check_budget,
     check_spent,
+    describe_sandboxes,
     estimate,
+    estimate_and_cap,
     load_prices,
     sampled_tokens,
 )
-from helpers.defaults import BACKEND_DEFAULTS, with_defaults
+from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
 from helpers.errors import CourseConfigError
 from local_stack.control.client import get_stats
+from tests.cloud_support import cloud_kernel_env
 
+ROOT = Path(__file__).resolve().parent.parent
+run_env = test_notebooks.run_env  # the fixture: fake keys, private runs/ and stack dirs
 NOTEBOOK = "04_training_loop.ipynb"
-# Notebook 04's cloud defaults: 7 steps x 8 x 8 rollouts, then 50 problems x 2 samples
-# scored before and after training, each rollout at most 1,024 tokens.
-CLOUD_ROLLOUTS = 7 * 64 + 2 * 50 * 2
-CLOUD_SAMPLED_TOKENS = CLOUD_ROLLOUTS * 1024
+CLOUD = BACKEND_DEFAULTS["cloud"]
+FASTER = NOTEBOOK_DEFAULTS["06_faster_loops"]["cloud"]
+SHIP = NOTEBOOK_DEFAULTS["08_ship_the_adapter"]["cloud"]
+# What each spending notebook samples and trains on at most with backend="cloud" and its
+# defaults, worked out from its cells: (rollouts sampled, rollouts trained on). Every
+# rollout samples at most max_tokens = 1,024 tokens.
+CLOUD_ROLLOUTS = {
+    # a request with a mismatched config, a group of 4, the group again in both windows
+    "02_snapshot_and_serve.ipynb": (1 + 4 + 2 * 4, 0),
+    # up to three draws of 16 groups of 8; one step on one draw
+    "03_one_grpo_step.ipynb": (3 * 16 * 8, 16 * 8),
+    # steps of 8 x 8 rollouts; the held-out evaluation before and after
+    NOTEBOOK: (
+        CLOUD["steps"] * 64 + 2 * CLOUD["eval_problems"] * CLOUD["eval_samples"],
+        CLOUD["steps"] * 64,
+    ),
+    # three runs and a flex run of 8 x 4 rollouts a step; four models evaluated
+    "06_faster_loops.ipynb": (
+        (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32
+        + 4 * FASTER["eval_problems"] * FASTER["eval_samples"],
+        (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32,
+    ),
+    # one sandboxed group of 4
+    "07_sandboxed_rollouts.ipynb": (4, 0),
+    # a short run of 8 x 8 rollouts a step; 4 parity problems and 8 table rows, twice each
+    "08_ship_the_adapter.ipynb": (
+        SHIP["short_run_steps"] * 64 + 2 * 4 + 2 * 8,
+        SHIP["short_run_steps"] * 64,
+    ),
+}
+# Notebook 07's sandboxes with group_size 4: {lifetime budget in seconds: how many}.
+CLOUD_SANDBOXES = {120: 11, 600: 16}
+
+
+def ceiling(notebook: str) -> int:
+    """The most a notebook's cloud defaults can sample, in tokens."""
+    return CLOUD_ROLLOUTS[notebook][0] * CLOUD["max_tokens"]
+
+
+def estimate_line(notebook: str) -> str:
+    rollouts, trained = CLOUD_ROLLOUTS[notebook]
+    training = f"training on at most {trained:,} rollouts" if trained else "no training"
+    return (
+        f"estimate: {rollouts:,} rollouts, at most {ceiling(notebook):,} sampled tokens; {training}"
+    )
 
 
 def test_estimate_is_a_ceiling_with_money_only_where_both_prices_are_known() -> None:
@@ -59,6 +110,9 @@ def test_estimate_is_a_ceiling_with_money_only_where_both_prices_are_known() -> 
     )
     assert priced.usd == pytest.approx((1000 * 2.0 + 400 * 5.0) / 1e6)
     assert "at most $0.00" in priced.describe()
+    assert (
+        "no training" in estimate(sampled_rollouts=3, trained_rollouts=0, max_tokens=5).describe()
+    )
 
 
 def test_prices_file_names_no_price_it_cannot_source() -> None:
@@ -73,7 +127,7 @@ def test_prices_file_names_no_price_it_cannot_source() -> None:
 def test_cap_applies_in_the_cloud_only_and_names_estimate_budget_and_remedy() -> None:
     spend = estimate(sampled_rollouts=648, trained_rollouts=448, max_tokens=1024)
     check_budget(spend, 10, "local")  # nothing is paid for locally
-    check_budget(spend, CLOUD_SAMPLED_TOKENS, "cloud")  # exactly at the budget is allowed
+    check_budget(spend, 648 * 1024, "cloud")  # exactly at the budget is allowed
     with pytest.raises(CourseConfigError) as raised:
         check_budget(spend, 1000, "cloud")
     message = str(raised.value)
@@ -82,6 +136,29 @@ def test_cap_applies_in_the_cloud_only_and_names_estimate_budget_and_remedy() ->
     check_spent(10**9, 10, "local", 3)
     with pytest.raises(CourseConfigError, match="stopped after 3 steps with its state saved"):
         check_spent(1001, 1000, "cloud", 3)
+
+
+def test_estimate_and_cap_prints_every_part_then_refuses_in_the_cloud_only(capsys) -> None:
+    parts = {"in 2 steps": 16, "in nothing": 0, "in the evaluation": 4}
+    spend = estimate_and_cap("local", 0, max_tokens=10, sampled=parts, trained_rollouts=16)
+    assert (spend.rollouts, spend.sampled_tokens, spend.trained_rollouts) == (20, 200, 16)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [
+        spend.describe(),
+        "  rollouts, each at most 10 tokens: 16 in 2 steps, 4 in the evaluation",
+    ]
+    estimate_and_cap("cloud", 200, max_tokens=10, sampled=parts)
+    with pytest.raises(CourseConfigError, match="up to 200 tokens .20 rollouts., over budget"):
+        estimate_and_cap("cloud", 199, max_tokens=10, sampled=parts)
+
+
+def test_sandboxes_are_counted_with_their_lifetime_and_no_price_invented() -> None:
+    assert describe_sandboxes({120: 11, 600: 16}, "local") == (
+        "sandboxes: 27 local ones, holding at most 10,920 sandbox-seconds"
+    )
+    cloud = describe_sandboxes({120: 11, 600: 16}, "cloud")
+    assert cloud.startswith("Sailboxes: 27 of size s, holding at most 10,920 Sailbox-seconds")
+    assert "no price known" in cloud and "budget_sampled_tokens does not cap them" in cloud
 
 
 def test_sampled_tokens_counts_every_transition_of_every_rollout() -> None:
@@ -100,19 +177,24 @@ def test_defaults_are_sized_per_backend_and_an_explicit_value_wins() -> None:
     assert with_defaults("cloud", steps=None, max_tokens=None) == {"steps": 7, "max_tokens": 1024}
     assert with_defaults("cloud", steps=30, max_tokens=None)["steps"] == 30
     assert with_defaults("local", steps=None)["steps"] == 90
-    cloud = BACKEND_DEFAULTS["cloud"]
-    assert (
-        CLOUD_ROLLOUTS == cloud["steps"] * 64 + 2 * cloud["eval_problems"] * cloud["eval_samples"]
-    )
-    assert CLOUD_SAMPLED_TOKENS <= DEFAULT_BUDGET_SAMPLED_TOKENS
+    # A notebook's own defaults come first; the others are the backend's.
+    assert with_defaults("cloud", "06_faster_loops", steps=None, max_tokens=None) == {
+        "steps": FASTER["steps"],
+        "max_tokens": 1024,
+    }
+    assert with_defaults("local", "08_ship_the_adapter", short_run_steps=None) == {
+        "short_run_steps": 12
+    }
+    for notebook in CLOUD_ROLLOUTS:
+        assert ceiling(notebook) <= DEFAULT_BUDGET_SAMPLED_TOKENS, notebook
 
 
-def _notebook_up_to_the_check_cell(folder: Path) -> Path:
-    """Notebook 04's cells before `helpers.connect`: the parameters and the check cell."""
-    notebook = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
+def _notebook_up_to_the_check_cell(folder: Path, name: str = NOTEBOOK) -> Path:
+    """A notebook's cells before `helpers.connect`: the parameters and the check cell."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     [connect] = [i for i, c in enumerate(notebook.cells) if "helpers.connect(" in c.source]
     notebook.cells = notebook.cells[:connect]
-    path = folder / NOTEBOOK
+    path = folder / name
     nbformat.write(notebook, path)
     return path
 
@@ -125,28 +207,28 @@ def _text(cell) -> str:
     return "".join(o.get("text", "") for o in cell.get("outputs", []))
 
 
+@pytest.mark.parametrize("notebook", list(CLOUD_ROLLOUTS))
 def test_cloud_defaults_print_the_estimate_before_any_request_and_fit_the_budget(
-    local_stack, tmp_path: Path
+    notebook: str, local_stack, tmp_path: Path
 ) -> None:
     env = {**os.environ, "COURSE_RUNS_DIR": str(tmp_path / "runs")}
-    truncated = _notebook_up_to_the_check_cell(tmp_path)
+    truncated = _notebook_up_to_the_check_cell(tmp_path, notebook)
     before = get_stats(local_stack.url)
     out = tmp_path / "out.ipynb"
     code, log = finish(papermill(str(truncated), out, {"backend": "cloud"}, env))
     assert code == 0, log[-3000:]
     text = "".join(_text(c) for c in _cells(out))
-    assert "backend: cloud   learning rate: 1e-05   max_tokens: 1024" in text
-    assert (
-        f"7 steps; estimate: {CLOUD_ROLLOUTS:,} rollouts, at most {CLOUD_SAMPLED_TOKENS:,} "
-        "sampled tokens; training on at most 448 rollouts" in text
-    )
-    assert "no price known" in text
+    assert estimate_line(notebook) in text and "no price known" in text
+    assert "rollouts, each at most 1,024 tokens: " in text
+    if notebook == NOTEBOOK:
+        assert "backend: cloud   learning rate: 1e-05   max_tokens: 1024" in text
+    if notebook == "07_sandboxed_rollouts.ipynb":
+        assert describe_sandboxes(CLOUD_SANDBOXES, "cloud") in text
     assert get_stats(local_stack.url) == before
 
 
-# Each spending notebook with a cap, and the most its cloud defaults can sample: notebook
-# 03_one_grpo_step draws 16 x 8 rollouts up to three times.
-CAPPED = [(NOTEBOOK, CLOUD_SAMPLED_TOKENS), ("03_one_grpo_step.ipynb", 3 * 16 * 8 * 1024)]
+# Each spending notebook, and the most its cloud defaults can sample.
+CAPPED = [(notebook, ceiling(notebook)) for notebook in CLOUD_ROLLOUTS]
 
 
 @pytest.mark.parametrize(("notebook", "ceiling"), CAPPED)
@@ -171,3 +253,206 @@ def test_over_budget_cloud_run_stops_in_the_check_cell_with_no_request(
     assert all(not c.get("outputs") for c in after_failure)  # nothing later ran
     assert failed.metadata.papermill.duration < 5
     assert get_stats(local_stack.url) == before
+
+
+# An estimate that counts one token per rollout. The check cell's ceiling bounds what a run
+# can sample, so with a true estimate the count during the run never passes a budget the
+# check let through; this start-up file makes the estimate wrong, as a future change to the
+# notebook could, to show that the count during the run still stops it.
+UNDER_COUNTING_ESTIMATE = """
+import helpers.cost as cost
+
+_priced_estimate = cost.priced_estimate
+cost.priced_estimate = lambda **counts: _priced_estimate(**{**counts, "max_tokens": 1})
+"""
+
+
+def _metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.notebooks
+def test_cloud_run_passing_its_budget_mid_way_stops_saved_and_resumes(
+    local_stack, tmp_path: Path
+) -> None:
+    """Notebook 04 in the cloud stops after the step whose rollouts pass the budget, with its
+    state saved and one sentence; run again with a raised budget, it resumes after it."""
+    env = cloud_kernel_env(tmp_path)
+    hook = Path(env["IPYTHONDIR"]) / "profile_default" / "startup" / "01-under-counting.py"
+    hook.write_text(UNDER_COUNTING_ESTIMATE)
+    steps, max_tokens = 6, 24
+    budget = 8 * max_tokens  # what one step of 2 x 4 rollouts can sample at most
+    parameters = {
+        "backend": "cloud",
+        "steps": steps,
+        "group_size": 2,
+        "groups_per_step": 4,
+        "max_tokens": max_tokens,
+        "eval_problems": 4,
+        "eval_samples": 1,
+        "run_name": "capped",
+        "budget_sampled_tokens": budget,
+    }
+    out = tmp_path / "stopped.ipynb"
+    code, log = finish(papermill(NOTEBOOK, out, parameters, env))
+    assert code != 0, log[-3000:]
+    run = tmp_path / "runs" / "capped"
+    stopped = _metrics(run)
+    spent = [sum(r["sampled_tokens"] for r in stopped[: i + 1]) for i in range(len(stopped))]
+    # It stopped after the first step that passed the budget, before the last step.
+    assert 2 <= len(stopped) < steps and spent[-2] <= budget < spent[-1]
+    state = json.loads((run / "state.json").read_text())
+    assert state["completed_steps"] == len(stopped) and state["checkpoint"]
+    assert "eval_after" not in state
+    cells = [c for c in _cells(out) if c.cell_type == "code"]
+    [failed] = [c for c in cells if any(o.output_type == "error" for o in c.get("outputs", []))]
+    [error] = [o for o in failed.outputs if o.output_type == "error"]
+    assert "check_spent(" in failed.source and len(error.traceback) == 1
+    assert (error.ename, error.evalue) == (
+        "CourseConfigError",
+        f"this cloud run has sampled {spent[-1]:,} tokens, over budget_sampled_tokens = "
+        f"{budget:,}, so it stopped after {len(stopped)} steps with its state saved; raise "
+        "budget_sampled_tokens and run again to resume.",
+    )
+    assert all(not c.get("outputs") for c in cells[cells.index(failed) + 1 :])
+    assert f"step {len(stopped) - 1:3d} | reward" in _text(failed)  # its line is shown too
+
+    hook.unlink()  # the true estimate from here on: 1,344 tokens at most, well in budget
+    out = tmp_path / "resumed.ipynb"
+    resumed = {**parameters, "budget_sampled_tokens": 1_000_000}
+    code, log = finish(papermill(NOTEBOOK, out, resumed, env))
+    assert code == 0, log[-3000:]
+    text = "".join(_text(c) for c in _cells(out))
+    assert f"resuming 'capped' after step {len(stopped) - 1} from " in text
+    records = _metrics(run)
+    assert [r["step"] for r in records] == list(range(steps))
+    assert records[: len(stopped)] == stopped  # nothing before the stop ran again
+    assert json.loads((run / "state.json").read_text())["eval_after"]["completed_steps"] == steps
+
+
+def _parameters_cell(notebook: str) -> str:
+    cells = nbformat.read(NOTEBOOKS / notebook, as_version=4).cells
+    [source] = [c.source for c in cells if "parameters" in c.metadata.get("tags", [])]
+    return " ".join(source.replace("#", " ").split())
+
+
+@pytest.mark.parametrize("notebook", list(CLOUD_ROLLOUTS))
+def test_the_budgets_comment_states_what_the_cloud_defaults_need(notebook: str) -> None:
+    [need] = re.findall(
+        r"the cloud defaults need (?:at most )?([\d,]+)", _parameters_cell(notebook)
+    )
+    assert need == f"{ceiling(notebook):,}"
+
+
+def _listed(values: list) -> str:
+    """`[8, 5, 4]` as the docs write it: "8, 5 and 4"."""
+    words = [v if isinstance(v, str) else f"{v:,}" for v in values]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _cost_part(doc: str) -> str:
+    """The part of a doc that says what a cloud run costs, up to its next heading."""
+    text = (ROOT / doc).read_text()
+    start = text.index("What a cloud run costs")
+    return text[start : text.index("\n## ", start)]
+
+
+def _row(text: str, notebook: str) -> list[str]:
+    """The cells of a notebook's row in a table of `text`."""
+    [row] = [r for r in text.splitlines() if r.startswith(f"| `{Path(notebook).stem}` |")]
+    return [cell.strip() for cell in row.split("|")[2:-1]]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/instructor.md"])
+def test_the_docs_state_each_notebooks_cloud_costs_as_its_defaults_give_them(doc: str) -> None:
+    text = _cost_part(doc)
+    for notebook, (rollouts, trained) in CLOUD_ROLLOUTS.items():
+        sampled, tokens, trained_on = _row(text, notebook)
+        assert sampled.startswith(f"{rollouts:,}") and tokens == f"{ceiling(notebook):,}"
+        assert trained_on.startswith(f"{trained:,} rollouts" if trained else "nothing"), notebook
+    row = " ".join(_row(text, "07_sandboxed_rollouts.ipynb"))
+    sailboxes = sum(CLOUD_SANDBOXES.values())
+    seconds = sum(lifetime * n for lifetime, n in CLOUD_SANDBOXES.items())
+    assert f"{sailboxes} Sailboxes" in row and f"at most {seconds:,} Sailbox-seconds" in row
+    flat = " ".join(text.split())
+    day = sum(rollouts for rollouts, _ in CLOUD_ROLLOUTS.values())
+    assert f"at most {day:,} rollouts and {day * CLOUD['max_tokens']:,}" in flat
+    assert f"{DEFAULT_BUDGET_SAMPLED_TOKENS:,}" in flat
+
+
+def test_the_readme_states_the_defaults_per_backend() -> None:
+    flat = " ".join(_cost_part("README.md").split())
+    sizes = {
+        "04": (["steps", "eval_problems", "eval_samples"], BACKEND_DEFAULTS["local"], CLOUD),
+        **{
+            notebook[:2]: (list(by_backend["cloud"]), by_backend["local"], by_backend["cloud"])
+            for notebook, by_backend in NOTEBOOK_DEFAULTS.items()
+        },
+    }
+    for number, (names, local, cloud) in sizes.items():
+        named = _listed([f"`{name}`" for name in names])
+        values = [_listed([defaults[name] for name in names]) for defaults in (local, cloud)]
+        stated = f"{named} {'are ' if number == '04' else ''}{values[0]} locally and {values[1]}"
+        assert f"otebook {number}'s {stated} in the cloud" in flat, stated
+
+
+# A start-up file for notebook 07's kernel: every local sandbox created is logged with its
+# lifetime budget. The wrapper keeps the factory's name, so the notebook's partial of it
+# still pickles and prints as before.
+SANDBOX_LOG = """
+import functools
+import os
+
+import local_stack.sandbox
+import local_stack.sandbox.local_sandbox as module
+
+_create = module.local_sandbox_factory
+
+
+@functools.wraps(_create)
+async def local_sandbox_factory(env_dir, timeout_seconds=None, **settings):
+    with open(os.environ["COURSE_TEST_SANDBOX_LOG"], "a") as log:
+        log.write(f"{timeout_seconds}\\n")
+    return await _create(env_dir, timeout_seconds, **settings)
+
+
+module.local_sandbox_factory = local_stack.sandbox.local_sandbox_factory = local_sandbox_factory
+"""
+
+
+def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
+    run_env: dict, tmp_path: Path
+) -> None:
+    """What the check cell says of sandboxes is what the notebook then creates."""
+    from local_stack.sandbox.isolation import isolation_problem
+
+    if (problem := isolation_problem()) is not None:
+        pytest.skip(f"no local sandbox here: {problem}")
+    startup = Path(run_env["IPYTHONDIR"]) / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-sandbox-log.py").write_text(SANDBOX_LOG)
+    log = tmp_path / "sandboxes.log"
+    run_env["COURSE_TEST_SANDBOX_LOG"] = str(log)
+    out = tmp_path / "out.ipynb"
+    parameters = {"group_size": 3, "simulated_boot_seconds": 0.1}
+    code, printed = finish(papermill("07_sandboxed_rollouts.ipynb", out, parameters, run_env))
+    assert code == 0, printed[-3000:]
+    created = Counter(round(float(lifetime)) for lifetime in log.read_text().split())
+    assert created == {120: 1 + 10, 600: 4 * 3}  # by hand and containment; four groups
+    assert describe_sandboxes(created, "local") in "".join(_text(c) for c in _cells(out))
+
+
+@pytest.mark.notebooks
+def test_02_in_the_cloud_samples_what_its_estimate_counts(local_stack, tmp_path: Path) -> None:
+    """Every request notebook 02 sends to Sail on the cloud path is in its estimate."""
+    env = cloud_kernel_env(tmp_path)
+    before = get_stats(local_stack.url)["requests"]
+    out = tmp_path / "out.ipynb"
+    parameters = {"backend": "cloud", "group_size": 2, "max_tokens": 32}
+    code, log = finish(papermill("02_snapshot_and_serve.ipynb", out, parameters, env))
+    assert code == 0, log[-3000:]
+    text = "".join(_text(c) for c in _cells(out))
+    assert "estimate: 7 rollouts, at most 224 sampled tokens; no training" in text
+    # The group and the group in each window; the local stack refuses the mismatched
+    # config before sampling, which the estimate counts in case the cloud does not.
+    assert get_stats(local_stack.url)["requests"] - before == 3 * 2

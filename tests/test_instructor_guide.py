@@ -128,6 +128,7 @@ def test_a_lora_name_with_capitals_stops_in_one_sentence() -> None:
             max_tokens=None,
             seed=0,
             keep_on_sail=False,
+            budget_sampled_tokens=1_000_000,
         )
     assert str(refused.value).count(". ") == 0
 

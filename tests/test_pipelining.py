@@ -23,7 +23,7 @@ import tinker
 from tinker import types
 
 from local_stack.config import TRAIN_LATENCY_VAR, knob_settings_from_env
-from local_stack.control.client import get_knobs, set_knobs
+from local_stack.control.client import get_knobs, get_stats, set_knobs
 from local_stack.control.knobs import Knobs
 from tests import test_notebooks
 from tests.cloud_support import cloud_kernel_env
@@ -141,11 +141,15 @@ def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) 
     simulated = {"balanced_latency_s": 30.0, "flex_latency_s": 30.0, "train_latency_s": 30.0}
     parameters = {**SMALL, **simulated, "backend": "cloud", "max_tokens": 24}
     parameters["run_name"] = "cloud-path"
+    requests_before = get_stats(local_stack.url)["requests"]
     out = tmp_path / NOTEBOOK
     code, log = finish(papermill(NOTEBOOK, out, parameters, run_env))
     assert code == 0, log[-3000:]
     assert get_knobs(local_stack.url) == knobs_before
     printed = _printed(nbformat.read(out, as_version=4))
+    # The check cell's estimate counted every rollout Sail sampled (none failed here).
+    sampled = get_stats(local_stack.url)["requests"] - requests_before
+    assert f"estimate: {sampled:,} rollouts, at most {sampled * 24:,} sampled tokens" in printed
     assert "backend: cloud, nothing simulated" in printed
     assert "checked:" not in printed  # the timing checks are for simulated waits only
     runs = tmp_path / "runs" / "cloud-path"

@@ -24,6 +24,7 @@ from helpers.errors import CourseConfigError
 from helpers.params import check_shipping_params
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from helpers.training import LoopSettings, run_step
+from local_stack.control.client import get_stats
 from local_stack.dataset import arithmetic_dataset
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, load_base_model
 from local_stack.sail.adapter_archive import MAX_ARCHIVE_BYTES
@@ -375,6 +376,7 @@ def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
         "max_tokens": None,
         "seed": 0,
         "keep_on_sail": False,
+        "budget_sampled_tokens": 1_000_000,
     }
     check_shipping_params(**valid)
     with pytest.raises(CourseConfigError) as raised:
@@ -452,10 +454,16 @@ def test_notebook_runs_unchanged_on_the_cloud_path_with_an_existing_run(
     env = cloud_kernel_env(tmp_path)
     parameters = {**SMALL, "backend": "cloud", "run_name": "seeded", "max_tokens": 32}
     out = tmp_path / NOTEBOOK
+    requests_before = get_stats(local_stack.url)["requests"]
     code, log = finish(papermill(NOTEBOOK, out, parameters, env))
     assert code == 0, log[-3000:]
     text, errors = outputs_text(out)
     assert not errors
+    # The estimate's parity and table parts are what Sail sampled: a run was shipped, so
+    # the short run it also counts (2 steps of 64) was not needed.
+    parity, table = 2 * SMALL["parity_problems"], 2 * SMALL["table_problems"]
+    assert get_stats(local_stack.url)["requests"] - requests_before == parity + table
+    assert f"estimate: {2 * 64 + parity + table:,} rollouts" in text
     assert f"shipping the adapter of run 'seeded' after 2 steps ({checkpoint})" in text
     assert "closer to the adapter's than to the base model's" in text
     assert "cloud backend: the base model's weights are not on this machine" in text

@@ -76,6 +76,12 @@ def test_the_default_grid_is_valid_and_the_cloud_budget_is_printed(run_env: dict
     assert code == 0 and output.count("  sweep-learning_rate") == 6
     assert "budget" not in output
     run_env.update(TINKER_API_KEY="tml-fake-for-the-budget", SAIL_API_KEY="sk_fake")
+    code, output = finish(sweep(["--dry-run", "-p", "backend", "cloud"], run_env), timeout=120)
+    assert code == 0, output
+    # The grid's 12 steps of 8 x 4 and 50 held-out problems; what it leaves unset takes the
+    # cloud's defaults: 2 samples per held-out problem, at most 1024 tokens a rollout.
+    rollouts = 12 * 8 * 4 + 2 * 50 * 2
+    assert f"12 steps, {rollouts:,} rollouts, at most {rollouts * 1024:,} sampled" in output
     args = ["--dry-run", "-p", "backend", "cloud", "-p", "steps", "10", "-p", "group_size", "8"]
     args += ["-p", "groups_per_step", "5", "-p", "eval_samples", "2", "-p", "eval_problems", "300"]
     code, output = finish(sweep(args, run_env), timeout=120)
