@@ -235,6 +235,14 @@ def check_training_params(
     check_whole_number("seed", seed, 0, MAX_SEED)
     check_completion_window(completion_window)
     check_run_name(run_name)
+    check_evaluation(backend, None, eval_problems, eval_samples)
+    check_budget_param(budget_sampled_tokens)
+
+
+def check_evaluation(
+    backend: str, notebook: str | None, eval_problems: int | None, eval_samples: int | None
+) -> None:
+    """A held-out evaluation's size: None takes `notebook`'s default on `backend`."""
     held_out = HELD_OUT_PROBLEMS[backend]
     check_whole_number(
         "eval_problems",
@@ -245,9 +253,8 @@ def check_training_params(
         none_ok=True,
     )
     check_whole_number("eval_samples", eval_samples, 1, MAX_GROUP_SIZE, none_ok=True)
-    if eval_problems is not None and eval_samples is not None:
-        check_batch(("eval_problems", "eval_samples"), (eval_problems, eval_samples))
-    check_budget_param(budget_sampled_tokens)
+    sizes = with_defaults(backend, notebook, eval_problems=eval_problems, eval_samples=eval_samples)
+    check_batch(("eval_problems", "eval_samples"), tuple(sizes.values()))
 
 
 def check_budget_param(value: object) -> None:
@@ -349,20 +356,7 @@ def check_faster_loops_params(
     ):
         check_number(name, value, 0.0, MAX_SIMULATED_LATENCY_S)
     check_whole_number("flex_steps", flex_steps, MIN_PIPELINE_STEPS, MAX_STEPS, none_ok=True)
-    held_out = HELD_OUT_PROBLEMS[backend]
-    check_whole_number(
-        "eval_problems",
-        eval_problems,
-        1,
-        held_out,
-        why=_holds(backend, held_out, "held-out"),
-        none_ok=True,
-    )
-    check_whole_number("eval_samples", eval_samples, 1, MAX_GROUP_SIZE, none_ok=True)
-    evaluation = with_defaults(
-        backend, "06_faster_loops", eval_problems=eval_problems, eval_samples=eval_samples
-    )
-    check_batch(("eval_problems", "eval_samples"), tuple(evaluation.values()))
+    check_evaluation(backend, "06_faster_loops", eval_problems, eval_samples)
     check_run_name(run_name)
     check_budget_param(budget_sampled_tokens)
 

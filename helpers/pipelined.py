@@ -14,14 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
 from tinker_cookbook.rl.metrics import compute_kl_sample_train
-from tinker_cookbook.rl.train import train_step
 from tinker_cookbook.rl.types import TrajectoryGroup
 
 from helpers.scoring import MathGroupBuilder
-from helpers.serving import sail_policy
-from helpers.training import LoopSettings, mean_reward, rollout_groups, split_degenerate_groups
+from helpers.training import (
+    LoopSettings,
+    mean_reward,
+    rollout_groups,
+    snapshot_policy,
+    split_degenerate_groups,
+    train_on_groups,
+)
 
 
 @dataclass
@@ -125,15 +129,8 @@ async def train_on_batch(
         "weight_max": math.nan,
     }
     if training_groups:
-        advantages = compute_advantages(training_groups)
-        data, _ = assemble_training_data(training_groups, advantages)
-        learner_logprobs = await train_step(
-            data_D=data,
-            training_client=training_client,
-            learning_rate=settings.learning_rate,
-            num_substeps=1,
-            loss_fn="importance_sampling",
-            metrics={},
+        data, learner_logprobs, _ = await train_on_groups(
+            training_groups, settings.learning_rate, training_client
         )
         record |= {"datums": len(data), **off_policy_metrics(data, learner_logprobs)}
     timeline.record("train", batch.step, started)
@@ -172,16 +169,8 @@ async def run_loop(
     try:
         for step in range(steps):
             started = time.monotonic()
-            policy = await sail_policy(
-                training_client,
-                course.service_client,
-                course.adapter_config,
-                f"{settings.run_name}-step-{step}",
-                model_name=course.model_name,
-                max_tokens=settings.max_tokens,
-                temperature=settings.temperature,
-                completion_window=settings.completion_window,
-            )
+            name = f"{settings.run_name}-step-{step}"
+            policy = await snapshot_policy(name, settings, training_client, course)
             timeline.record("snapshot", step, started)
             start_batches(step, policy)
             batch = await in_flight.pop(step)

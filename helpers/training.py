@@ -141,6 +141,33 @@ def train_step_metrics(data: list[Any], learner_logprobs: list[torch.Tensor]) ->
     }
 
 
+async def train_on_groups(
+    training_groups: list[TrajectoryGroup], learning_rate: float, training_client: Any
+) -> tuple[list[Any], list[torch.Tensor], dict[str, float]]:
+    """One optimizer step on groups that are not degenerate: advantages, datums, `train_step`.
+
+    Returns the datums, the learner's logprobs of their tokens before the update, and the
+    step's metrics: Tinker's own, and those of `train_step_metrics`.
+    """
+    advantages = compute_advantages(training_groups)
+    data, _ = assemble_training_data(training_groups, advantages)
+    optim_metrics: dict[str, float] = {}  # train_step adds what Tinker's optim_step reports
+    learner_logprobs = await train_step(
+        data_D=data,
+        training_client=training_client,
+        learning_rate=learning_rate,
+        num_substeps=1,
+        loss_fn="importance_sampling",
+        metrics=optim_metrics,
+    )
+    metrics = {
+        "advantage_abs_mean": float(torch.cat(advantages).abs().mean()),
+        **optim_metrics,
+        **train_step_metrics(data, learner_logprobs),
+    }
+    return data, learner_logprobs, metrics
+
+
 async def run_step(
     step: int,
     rows: list[dict],
@@ -164,22 +191,9 @@ async def run_step(
     training_groups, degenerate_groups = split_degenerate_groups(groups)
     data, training_metrics = [], {}
     if training_groups:  # a step with nothing to learn from is skipped, not fatal
-        advantages = compute_advantages(training_groups)
-        data, _ = assemble_training_data(training_groups, advantages)
-        optim_metrics: dict[str, float] = {}  # train_step adds what Tinker's optim_step reports
-        learner_logprobs = await train_step(
-            data_D=data,
-            training_client=training_client,
-            learning_rate=settings.learning_rate,
-            num_substeps=1,
-            loss_fn="importance_sampling",
-            metrics=optim_metrics,
+        data, _, training_metrics = await train_on_groups(
+            training_groups, settings.learning_rate, training_client
         )
-        training_metrics = {
-            "advantage_abs_mean": float(torch.cat(advantages).abs().mean()),
-            **optim_metrics,
-            **train_step_metrics(data, learner_logprobs),
-        }
     trained = time.monotonic()
 
     return {

@@ -49,6 +49,7 @@ from tests.test_notebooks import (
     papermill,
     run_env,  # noqa: F401 (the fixture)
 )
+from tests.test_params import NOTEBOOKS as PARAMETER_TABLE
 
 NOTEBOOK = "08_ship_the_adapter.ipynb"
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
@@ -366,18 +367,7 @@ def test_file_storage_is_bounded_and_refuses_instead_of_evicting(local_stack):
     ],
 )
 def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
-    valid = {
-        "backend": "local",
-        "run_name": "arithmetic",
-        "short_run_steps": 12,
-        "lora_name": "course-arithmetic",
-        "parity_problems": 4,
-        "table_problems": 8,
-        "max_tokens": None,
-        "seed": 0,
-        "keep_on_sail": False,
-        "budget_sampled_tokens": 1_000_000,
-    }
+    valid = PARAMETER_TABLE[NOTEBOOK][1]  # the valid values tests/test_params.py checks
     check_shipping_params(**valid)
     with pytest.raises(CourseConfigError) as raised:
         check_shipping_params(**{**valid, name: value})
