@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from local_stack.dataset import arithmetic_dataset
+from local_stack.supervisor import stop_local_stack
 from tests.test_notebooks import FAKE_KEYS, ROOT, finish, papermill
 
 NOTEBOOK_03 = "04_training_loop.ipynb"
@@ -111,10 +113,20 @@ def mean(values: list[float]) -> float:
 # -- notebook 04 ---------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _stop_the_tests_own_stack(tmp_path: Path) -> Iterator[None]:
+    """A test that runs a notebook in `environment(tmp_path)` leaves a stack behind (stacks
+    outlive their kernels): stop it."""
+    yield
+    stop_local_stack(tmp_path / "stack")
+
+
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One runs folder and one local-stack storage folder for every notebook 04 run here."""
-    return tmp_path_factory.mktemp("results")
+    folder = tmp_path_factory.mktemp("results")
+    yield folder
+    stop_local_stack(folder / "stack")
 
 
 def run_03(shared: Path, out_name: str, **changes: object) -> nbformat.NotebookNode:
