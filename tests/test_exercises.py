@@ -33,16 +33,17 @@ def with_probe(
     probe_code: str,
     edits: list[tuple[str, str, str]] = (),
     after: str | None = None,
+    steps: str = "",
 ) -> Path:
     """A copy of `notebook` with each (cell needle, old, new) replacement made, as the
-    bullet tells a learner to, and a cell printing `PROBE <json>`: after the code cell
-    whose source contains `after`, or at the end."""
+    bullet tells a learner to, and a cell that runs `steps` (what a bullet says to type)
+    and prints `PROBE <json>`: after the code cell whose source contains `after`, or last."""
     nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
     for needle, old, new in edits:
         [cell] = [c for c in nb.cells if c.cell_type == "code" and needle in c.source]
         assert old in cell.source, (needle, old)
         cell.source = cell.source.replace(old, new, 1)
-    code = f"import json\n\nprint({PROBE!r} + json.dumps({probe_code}))"
+    code = f"import json\n\n{steps}\nprint({PROBE!r} + json.dumps({probe_code}))"
     probe_cell = nbformat.v4.new_code_cell(code)
     if after is None:
         nb.cells.append(probe_cell)
@@ -366,3 +367,94 @@ def test_07_reading_etc_shadow_fails_and_kill_9_1_does_nothing(edited_07) -> Non
     shadow, kill = rows["cat /etc/shadow"], rows["kill -9 1"]
     assert shadow["exit code"] == 1 and "Permission denied" in shadow["stderr (telling line)"]
     assert kill["exit code"] == 0 and kill["stderr (telling line)"] == ""  # not even an error
+
+
+# -- 08_ship_the_adapter ---------------------------------------------------------------------
+
+NOTEBOOK_08 = "08_ship_the_adapter.ipynb"
+SMALL_08 = {"parity_problems": 2, "table_problems": 4, "keep_on_sail": True, "run_name": "longer"}
+# What the second and third bullets say to type, in their order: list, rank 64, delete.
+STEPS_08 = """
+loras = await sail_request("GET", "/v1/loras")
+files = await sail_request("GET", "/v1/files")
+
+bad_config = adapter_dir.parent / "rank64.json"
+bad_config.write_text(json.dumps({**archive_config, "r": 64}))
+bad_id = await upload_file(bad_config)
+await create_lora("rank-64", bad_id, weights_file_id)
+bad = await wait_for_validation("rank-64")
+await sail_request("DELETE", "/v1/loras/rank-64")
+await sail_request("DELETE", f"/v1/files/{bad_id}")
+
+await sail_request("DELETE", f"/v1/loras/{lora_name}")
+await sail_request("DELETE", f"/v1/files/{config_file_id}")
+await sail_request("DELETE", f"/v1/files/{weights_file_id}")
+"""
+PROBE_08 = """{
+    "loras": [lora["name"] for lora in loras["data"]],
+    "files": [file["id"] for file in files["data"]],
+    "kept": [lora_name, config_file_id, weights_file_id],
+    "bad": bad,
+    "left": (await sail_request("GET", "/v1/loras"))["data"]
+    + (await sail_request("GET", "/v1/files"))["data"],
+    "table_rows": len(results),
+}"""
+
+
+@pytest.fixture(scope="module")
+def longer_run_shipped(folders, tmp_path_factory) -> tuple[Path, nbformat.NotebookNode, dict]:
+    """Try this: notebook 04 with `run_name = "longer"` (3 steps here, not 150), then this
+    notebook with `run_name = "longer"`; in the same run, `keep_on_sail = True` and then what
+    the keep-on-Sail and rank-64 bullets say to type, after the clean-up cell."""
+    folder = folder_for(folders, tmp_path_factory, "08")
+    env = environment(folder)
+    trained = {"steps": 3, "group_size": 2, "groups_per_step": 4, "eval_problems": 2}
+    succeeded(
+        run("04_training_loop.ipynb", folder / "04.ipynb", {**trained, "run_name": "longer"}, env)
+    )
+    notebook = with_probe(NOTEBOOK_08, folder, PROBE_08, steps=STEPS_08)
+    executed = succeeded(run(notebook, folder / "08.ipynb", SMALL_08, env))
+    assert not errors(executed)
+    return folder, executed, probe(executed)
+
+
+def test_08_ships_the_longer_runs_adapter(longer_run_shipped) -> None:
+    folder, executed, seen = longer_run_shipped
+    checkpoint = json.loads((folder / "runs" / "longer" / "state.json").read_text())["checkpoint"]
+    shipped = printed(executed, "found = run_checkpoint(run_name)")
+    assert f"shipping the adapter of run 'longer' after 3 steps ({checkpoint})" in shipped
+    assert "training" not in shipped  # nothing trained here: the run's adapter is used
+    table = printed(executed, "better = (results[")
+    assert "mean reward on 4 held-out problems" in table and seen["table_rows"] == 4
+
+
+def test_08_keep_on_sail_leaves_the_lora_and_its_files_until_deleted(longer_run_shipped) -> None:
+    _, executed, seen = longer_run_shipped
+    lora_name, config_id, weights_id = seen["kept"]
+    kept = printed(executed, "if keep_on_sail:")
+    assert f"kept on Sail: LoRA {lora_name!r}, files {config_id} and {weights_id}" in kept
+    assert lora_name in seen["loras"] and {config_id, weights_id} <= set(seen["files"])
+    assert seen["left"] == []  # the deletes the bullet lists leave nothing (rank-64's too)
+
+
+def test_08_a_rank_64_config_fails_validation(longer_run_shipped) -> None:
+    bad = longer_run_shipped[2]["bad"]
+    assert bad["status"] == "failed" and bad["result_code"] == "invalid_rank"
+    assert "rank [64]; ranks must be integers from 1 to 32" in bad["result_message"]
+
+
+def test_08_a_lora_name_with_capitals_stops_in_the_check_cell(folders, tmp_path_factory) -> None:
+    """Try this: `lora_name = "Course_Adapter"`."""
+    folder = folder_for(folders, tmp_path_factory, "08-name")
+    executed = run(
+        NOTEBOOK_08, folder / "out.ipynb", {"lora_name": "Course_Adapter"}, environment(folder)
+    )
+    assert executed.metadata["exit_code"] != 0
+    [(cell, error)] = [
+        (c, o) for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"
+    ]
+    assert "check_shipping_params(" in cell.source  # the first cell after the parameters
+    assert error.ename == "CourseConfigError" and len(error.traceback) == 1
+    assert "2-64 characters of a-z, 0-9 and '-'" in error.evalue
+    assert error.evalue.count(". ") == 0 and error.evalue.endswith(".")  # one sentence
+    assert not (folder / "stack").exists()  # it stopped before connecting
