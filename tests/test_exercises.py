@@ -97,8 +97,8 @@ PROBE_03 = """{
 
 
 def run_03(folders, factory, name: str, parameters: dict, edits=()) -> tuple[dict, str]:
-    """Notebook 03 in a fresh folder and a fresh local stack (so its sampler starts from the
-    same seed as the default run's): what the probe printed, and papermill's log."""
+    """Notebook 03 in a folder and a local stack of its own: what the probe printed, and
+    papermill's log with the executed notebook (for the leak check)."""
     folder = folder_for(folders, factory, name)
     notebook = with_probe(NOTEBOOK_03, folder, PROBE_03, list(edits))
     executed = succeeded(run(notebook, folder / "out.ipynb", parameters, environment(folder)))
