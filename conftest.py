@@ -32,7 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # each notebook runs end to end. Every other whole-notebook run is a scenario (defaults under
 # nbval, faults, kills, exercises, other platforms) and belongs to `make test-notebooks`.
 SMOKE_TEST = "test_notebook_runs_with_small_parameters"
-SCENARIO_MODULES = {"test_results.py", "test_sweep.py"}
+SCENARIO_MODULES = {"test_results.py", "test_sweep.py", "test_exercises.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark

@@ -1,7 +1,8 @@
-"""Notebook 03_one_grpo_step: it runs with other parameters, fails fast on bad ones, runs
-unchanged with backend="cloud" against the local stack, and its direction check (one step
-makes positive-advantage completions likelier, negative ones less likely) holds across
-seeds and the settings its "Try this" suggests.
+"""Notebook 03_one_grpo_step: it fails fast on bad parameters, runs unchanged with
+backend="cloud" against the local stack (its last "Try this"), and its direction check (one
+step makes positive-advantage completions likelier, negative ones less likely) holds across
+seeds and the settings its "Try this" suggests. Its other "Try this" runs, each checked for
+the change it announces, are in tests/test_exercises.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import test_notebooks
-from test_notebooks import assert_no_key_leaks, finish, papermill
+from test_notebooks import finish, papermill
 from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
 from tinker_cookbook.rl.train import train_step
 
@@ -32,17 +33,6 @@ def outputs(path: Path) -> tuple[str, list]:
     found = [o for c in cells for o in c.get("outputs", [])]
     text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in found)
     return text, [o for o in found if o.output_type == "error"]
-
-
-def test_runs_with_another_seed_and_temperature(run_env: dict, tmp_path: Path) -> None:
-    """Two of the notebook's "Try this" settings at once; every assertion in it must hold."""
-    out = tmp_path / NOTEBOOK
-    code, log = finish(papermill(NOTEBOOK, out, {"seed": 1, "temperature": 0.7}, run_env))
-    assert code == 0, log[-3000:]
-    text, errors = outputs(out)
-    assert not errors
-    assert "bit for bit, in all 16 groups" in text and "PEFT agrees" in text
-    assert_no_key_leaks(out.read_text(), log)
 
 
 @pytest.mark.parametrize(
@@ -76,6 +66,7 @@ def test_cloud_backend_runs_unchanged_against_the_local_stack(local_stack, tmp_p
     assert not errors
     assert "backend: cloud   learning rate: 1e-05   max_tokens: 1024" in text
     assert "mean change" in text and "PEFT agrees" in text
+    assert "completion tokens; weights from" in text  # what the bullet asks about, printed
 
 
 # (learning rate, temperature, seeds): the defaults, and two "Try this" settings.
