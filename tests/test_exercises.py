@@ -170,7 +170,7 @@ SEEDS3 = ["seeds3-seed0", "seeds3-seed1", "seeds3-seed2"]
 
 
 def sweep(env: dict) -> subprocess.Popen:
-    """`make sweep SWEEP="..."` runs `scripts/sweep.py ...`; in a session of its own, as a
+    """`make sweep SWEEP="..."` runs `python -m sweeps.runner ...`; in a session of its own, as a
     terminal runs a foreground job, so that Ctrl-C's SIGINT can go to all of it."""
     return subprocess.Popen(
         [*SWEEP, *SWEEP_ARGS, *SMALL_SWEEP], env=env, cwd=ROOT, text=True,
