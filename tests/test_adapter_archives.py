@@ -24,21 +24,7 @@ import psutil
 import pytest
 
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, load_base_model
-from tests.sail_support import (
-    HTTP,
-    QUESTIONS,
-    adapter_tar,
-    alongside_good_requests,
-    assert_logprobs_match,
-    create_body,
-    file_server,
-    load_adapter,
-    make_completer,
-    post_create,
-    sample_async,
-    save_adapter,
-    tar_bytes,
-)
+from tests import sail_support as support
 
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
 GIB = 1024**3
@@ -78,7 +64,7 @@ def _sparse_archive() -> bytes:
 
 def _with_config(weights: bytes, **changes: object) -> bytes:
     config = json.dumps({**COURSE_CONFIG, **changes}).encode()
-    return tar_bytes({"adapter_config.json": config, "adapter_model.safetensors": weights})
+    return support.tar_bytes({"adapter_config.json": config, "adapter_model.safetensors": weights})
 
 
 def _endless(handler) -> None:
@@ -110,13 +96,13 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[Served]:
-    adapter_a = save_adapter(tmp_path_factory.mktemp("adapter-a"), seed=1)
-    adapter_b = save_adapter(tmp_path_factory.mktemp("adapter-b"), seed=2)
+    adapter_a = support.save_adapter(tmp_path_factory.mktemp("adapter-a"), seed=1)
+    adapter_b = support.save_adapter(tmp_path_factory.mktemp("adapter-b"), seed=2)
     weights = (adapter_a / "adapter_model.safetensors").read_bytes()
-    good = adapter_tar(adapter_a, "w:gz")
+    good = support.adapter_tar(adapter_a, "w:gz")
     routes = {
-        "/a.tar": adapter_tar(adapter_a),
-        "/b.tar": adapter_tar(adapter_b),
+        "/a.tar": support.adapter_tar(adapter_a),
+        "/b.tar": support.adapter_tar(adapter_b),
         "/member-bomb.tar.gz": _gzip_bomb(_header("adapter_model.safetensors", GIB)),
         "/pax-bomb.tar.gz": _gzip_bomb(_header("././@PaxHeader", GIB, tarfile.XHDTYPE)),
         "/sparse.tar": _sparse_archive(),
@@ -127,7 +113,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
         "/huge-rank.tar": _with_config(weights, r=1_000_000),
         "/huge-rank-pattern.tar": _with_config(weights, rank_pattern={"q_proj": 1_000_000}),
         "/layer-replication.tar": _with_config(weights, layer_replication=[[0, 100_000]]),
-        "/non-utf8-config.tar": tar_bytes(
+        "/non-utf8-config.tar": support.tar_bytes(
             {"adapter_config.json": b"\xff\xfe{}", "adapter_model.safetensors": weights}
         ),
         "/redirect-out": functools.partial(_redirect, "http://example.com/a.tar"),
@@ -135,7 +121,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
         "/redirect-in": functools.partial(_redirect, "/a.tar"),
         "/redirect-loop": functools.partial(_redirect, "/redirect-loop"),
     }
-    with file_server(routes) as url:
+    with support.file_server(routes) as url:
         port = url.rsplit(":", 1)[1]
         routes["/redirect-wildcard"] = functools.partial(_redirect, f"http://0.0.0.0:{port}/a.tar")
         yield Served(url, routes, adapter_a, adapter_b)
@@ -162,7 +148,7 @@ HOSTILE = [
 
 def _create_with_lora(url: str, lora_url: str):
     metadata = {"completion_window": "balanced", "lora": lora_url}
-    return post_create(url, create_body(metadata=metadata))
+    return support.post_create(url, support.create_body(metadata=metadata))
 
 
 @dataclass
@@ -181,7 +167,7 @@ def watching(url: str, pid: int) -> Iterator[ServerWatch]:
     def poll() -> None:
         while not stop.is_set():
             started = time.monotonic()
-            reply = HTTP.request("GET", f"{url}/healthz", timeout=MAX_HEALTH_SECONDS * 5)
+            reply = support.HTTP.request("GET", f"{url}/healthz", timeout=MAX_HEALTH_SECONDS * 5)
             assert reply.status == 200
             watch.slowest_health = max(watch.slowest_health, time.monotonic() - started)
             watch.peak_rss = max(watch.peak_rss, process.memory_info().rss)
@@ -199,14 +185,14 @@ def watching(url: str, pid: int) -> Iterator[ServerWatch]:
 
 def test_hostile_archives_are_refused_in_bounded_memory(local_stack, renderer, served):
     lora = functools.partial(
-        make_completer,
+        support.make_completer,
         temperature=0.0,
         adapter_config=COURSE_CONFIG,
         tinker_lora_name="good",
     )
-    model, vocab = load_adapter(served.adapter_a), load_base_model()[1]
+    model, vocab = support.load_adapter(served.adapter_a), load_base_model()[1]
     # Warm up: the good adapter loaded once, so the growth measured below is the hostile part.
-    alongside_good_requests(
+    support.alongside_good_requests(
         renderer, lora(tinker_lora_signed_url=f"{served.url}/a.tar"), model, vocab, []
     )
     baseline = psutil.Process(local_stack.pid).memory_info().rss
@@ -217,7 +203,7 @@ def test_hostile_archives_are_refused_in_bounded_memory(local_stack, renderer, s
     with watching(local_stack.url, local_stack.pid) as watch:
         # The redirect that stays on loopback is followed: the good request goes through it.
         good = lora(tinker_lora_signed_url=f"{served.url}/redirect-in")
-        replies = alongside_good_requests(renderer, good, model, vocab, calls)
+        replies = support.alongside_good_requests(renderer, good, model, vocab, calls)
     for (path, status, words), reply in zip(HOSTILE, replies, strict=True):
         assert reply.status == status, (path, reply.data[:300])
         error = reply.json()["error"]
@@ -233,11 +219,12 @@ def test_hostile_archives_are_refused_in_bounded_memory(local_stack, renderer, s
 
 def test_same_lora_name_gets_the_adapter_its_url_serves(local_stack, renderer, served):
     """Same `tinker_lora_name`, different URLs, at the same time; then new bytes at a URL."""
-    model_a, model_b = load_adapter(served.adapter_a), load_adapter(served.adapter_b)
+    model_a = support.load_adapter(served.adapter_a)
+    model_b = support.load_adapter(served.adapter_b)
     vocab = load_base_model()[1]
 
     def named(path: str):
-        return make_completer(
+        return support.make_completer(
             temperature=0.0,
             tinker_lora_signed_url=f"{served.url}{path}?sig=1",
             adapter_config=COURSE_CONFIG,
@@ -246,19 +233,20 @@ def test_same_lora_name_gets_the_adapter_its_url_serves(local_stack, renderer, s
 
     async def both():
         return await asyncio.gather(
-            sample_async(named("/a.tar"), renderer, QUESTIONS),
-            sample_async(named("/b.tar"), renderer, QUESTIONS),
+            support.sample_async(named("/a.tar"), renderer, support.QUESTIONS),
+            support.sample_async(named("/b.tar"), renderer, support.QUESTIONS),
         )
 
     results_a, results_b = asyncio.run(both())
-    for question, result_a, result_b in zip(QUESTIONS, results_a, results_b, strict=True):
-        assert_logprobs_match(model_a, vocab, renderer, question, result_a)
-        assert_logprobs_match(model_b, vocab, renderer, question, result_b)
+    for question, result_a, result_b in zip(support.QUESTIONS, results_a, results_b, strict=True):
+        support.assert_logprobs_match(model_a, vocab, renderer, question, result_a)
+        support.assert_logprobs_match(model_b, vocab, renderer, question, result_b)
     original = served.routes["/a.tar"]
     served.routes["/a.tar"] = served.routes["/b.tar"]  # the checkpoint behind the URL changed
     try:
-        (result,) = asyncio.run(sample_async(named("/a.tar"), renderer, QUESTIONS[:1]))
-        assert_logprobs_match(model_b, vocab, renderer, QUESTIONS[0], result)
+        sampling = support.sample_async(named("/a.tar"), renderer, support.QUESTIONS[:1])
+        (result,) = asyncio.run(sampling)
+        support.assert_logprobs_match(model_b, vocab, renderer, support.QUESTIONS[0], result)
     finally:
         served.routes["/a.tar"] = original
 
