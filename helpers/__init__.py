@@ -11,7 +11,8 @@
                           cell stopped within a second when the local stack dies
 
 Beside it: `shell_tasks` (notebook 07), `sweeps` (`make sweep`, notebook 05), `kimi` (the
-model, named once) and `local_stack`, which this package imports only inside `connect("local")`.
+model, named once) and `local_stack`, which only `helpers.backend` imports, inside the calls
+that need it: `connect("local")`, `Course.simulate_latency` and `tiny_base_model`.
 
 `import helpers` is cheap (the SDKs load on first use), so a notebook can check its
 parameters in its first cell and fail in a second, not after a minute of imports.
