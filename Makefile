@@ -56,11 +56,11 @@ sweep: $(STAMP)
 
 ## make test: every test but the whole-notebook scenarios (each notebook still runs once, small)
 test: $(STAMP)
-	$(PYTHON) -m pytest tests -m "not notebooks"
+	$(PYTHON) -m pytest tests -m "not notebooks" --durations=15
 
 ## make test-notebooks: every notebook with its defaults under nbval, and the scenario runs
 test-notebooks: $(STAMP)
-	$(PYTHON) -m pytest tests --nbval-lax notebooks -m notebooks
+	$(PYTHON) -m pytest tests --nbval-lax notebooks -m notebooks --durations=15
 
 ## make lab: JupyterLab on notebooks/, with the .venv kernel
 lab: $(STAMP)
