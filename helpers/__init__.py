@@ -1,7 +1,7 @@
 """The course code the notebooks import: the backend seam, parameter checks, the taught modules.
 
     backend, defaults     `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
-    params, cost          one `check_*_params` per notebook; the cloud estimate and its cap
+    params, cost          every parameter's range (`check_params`); the cloud estimate and cap
     scoring, serving, inspect_step, training, pipelined
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, progress, stats, rollout_failures

@@ -1,10 +1,11 @@
 """Checks for notebook parameters, run before anything touches a server.
 
-Every parameter of every notebook has a range; each notebook's check cell calls the
-function here named after it, which imports nothing heavy. A value outside its range
-raises `CourseConfigError` with one sentence naming the parameter and the range, so a bad
-papermill `-p` fails in a second instead of mid-run (or, worse, "succeeds" having
-sampled nothing). The ranges are what the services accept, what each backend's data
+Every parameter of every notebook has a range, written once as a rule in `RULES` (with
+`NOTEBOOK_RULES` for the few notebooks where a parameter's range differs). Each notebook's
+check cell passes all its parameters to `check_params`, which imports nothing heavy. A value
+outside its range raises `CourseConfigError` with one sentence naming the parameter and the
+range, so a bad papermill `-p` fails in a second instead of mid-run (or, worse, "succeeds"
+having sampled nothing). The ranges are what the services accept, what each backend's data
 holds, and what a kernel can hold; `tests/test_params.py` checks them against the first two.
 
 Comparisons are written `low <= value <= high`, which NaN fails.
@@ -15,6 +16,9 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NoReturn
 
 from helpers.defaults import with_defaults
 from helpers.errors import CourseConfigError
@@ -29,6 +33,7 @@ MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 2.0
 # Prompt plus completion: the local tiny model's context, and Kimi K2.6's (256K).
 CONTEXT_TOKENS = {"local": 256, "cloud": 262_144}
+CONTEXT_OF = {"local": "the local model's context", "cloud": "Kimi K2.6's context"}
 # What `helpers.connect` loads: the local arithmetic set, or the slice of orca-math.
 TRAIN_PROBLEMS = {"local": 1467, "cloud": 2000}
 HELD_OUT_PROBLEMS = {"local": 399, "cloud": 200}
@@ -36,20 +41,33 @@ HELD_OUT_PROBLEMS = {"local": 399, "cloud": 200}
 MIN_TTL_SECONDS = 3600
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 # Sizes the kernel and the services handle: every rollout of a batch is in flight at
-# once, and a notebook-04 rollout also starts a sandbox.
+# once, and a notebook-07 rollout also starts a sandbox.
 MAX_GROUP_SIZE = 64
 MAX_SANDBOXED_GROUP_SIZE = 16
 MAX_ROLLOUTS_PER_BATCH = 4096
 MAX_STEPS = 10_000
 MAX_LEARNING_RATE = 1.0
 MAX_SEED = 2**32 - 1
-MAX_BOOT_SECONDS = 60.0
 MAX_BUDGET_SAMPLED_TOKENS = 10**12
+# Notebook 06 and 07's simulated waits: longer ones would make a run take many minutes.
+MAX_SIMULATED_SECONDS = 60.0
+MIN_PIPELINE_STEPS = 3  # the first step fills the pipeline; two more show its pace
+# Notebook 05: the held-out scores notebook 04 stores, run-name patterns that can only
+# match folder names under runs/, and a readable smoothing window.
+HELD_OUT_METRICS = ("reward", "correct", "format", "correct_given_format")
+RUN_PATTERN = r"[A-Za-z0-9_.*?\[\]-]{1,64}"
+MAX_PATTERNS = 64
+MAX_SMOOTHING = 100
+# Notebook 08: Sail's rule for LoRA names; tables that stay readable (at most the cloud's
+# 200 held-out problems, on either backend).
+LORA_NAME = r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]"
+MAX_PARITY_PROBLEMS = 64
+MAX_TABLE_PROBLEMS = HELD_OUT_PROBLEMS["cloud"]
 
 
 def check_backend(backend: str) -> None:
     """Fail fast, before any remote call, if `backend` or its keys are unusable."""
-    check_backend_name(backend)
+    OneOf(BACKENDS)("backend", backend)
     if backend == "cloud":
         for variable in ("TINKER_API_KEY", "SAIL_API_KEY"):
             if not os.environ.get(variable):
@@ -64,361 +82,238 @@ def check_backend(backend: str) -> None:
             )
 
 
-def check_backend_name(backend: str) -> None:
-    """For notebooks that read what a backend made without calling it: no keys needed."""
-    if backend not in BACKENDS:
-        raise CourseConfigError(
-            f"backend must be one of {', '.join(map(repr, BACKENDS))}, not {backend!r}."
-        )
+@dataclass(frozen=True)
+class Checking:
+    """What a rule sees besides its own value: which notebook, on which backend, with which
+    parameters (checked in the notebook's order, so those before it already passed)."""
+
+    notebook: str
+    backend: str
+    values: dict[str, object]
+
+    def value(self, name: str) -> object:
+        """Parameter `name`, with None replaced by the backend's default for it."""
+        return with_defaults(self.backend, self.notebook, **{name: self.values[name]})[name]
 
 
-def _refuse(name: str, allowed: str, value: object, why: str, none_ok: bool) -> None:
+def _refuse(
+    name: str, allowed: str, value: object, why: str = "", none_ok: bool = False
+) -> NoReturn:
     reason = f" ({why})" if why else ""
     default = ", or None for the backend's default" if none_ok else ""
     raise CourseConfigError(f"{name} must be {allowed}{reason}{default}, not {value!r}.")
 
 
-def check_whole_number(
-    name: str, value: object, low: int, high: int, *, why: str = "", none_ok: bool = False
-) -> None:
-    """`value` is an int (not a bool) from `low` to `high`, or None when `none_ok`."""
-    if none_ok and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        _refuse(name, f"a whole number from {low} to {high}", value, why, none_ok)
+# Each rule below is called as rule(name, value, checking) and refuses a value out of range.
+Rule = Callable[[str, object, Checking], None]
 
 
-def check_number(
-    name: str,
-    value: object,
-    low: float,
-    high: float,
-    *,
-    above_low: bool = False,
-    none_ok: bool = False,
-) -> None:
-    """`value` is a finite int or float in [low, high] (or (low, high] when `above_low`)."""
-    if none_ok and value is None:
-        return
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    in_range = is_number and (low < value if above_low else low <= value) and value <= high
-    if not (in_range and math.isfinite(value)):
-        allowed = (
-            f"a number greater than {low:g} and at most {high:g}"
-            if above_low
-            else f"a number from {low:g} to {high:g}"
-        )
-        _refuse(name, allowed, value, "", none_ok)
+@dataclass(frozen=True)
+class Whole:
+    """An int (not a bool) from `low` to `high`, or None (the backend's default) if `none_ok`."""
+
+    low: int
+    high: int
+    why: str = ""
+    none_ok: bool = False
+
+    def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
+        if self.none_ok and value is None:
+            return
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not self.low <= value <= self.high
+        ):
+            allowed = f"a whole number from {self.low} to {self.high}"
+            _refuse(name, allowed, value, self.why, self.none_ok)
 
 
-def check_completion_window(value: object) -> None:
-    if value in RETIRED_WINDOWS:
-        raise CourseConfigError(
-            f"completion_window {value!r} is retired; use 'balanced' or 'flex'."
-        )
-    if value not in COMPLETION_WINDOWS:
-        raise CourseConfigError(f"completion_window must be 'balanced' or 'flex', not {value!r}.")
+@dataclass(frozen=True)
+class Number:
+    """A finite int or float in [low, high], or in (low, high] if `above_low` (a learning
+    rate of 0 would train nothing); None (the backend's default) if `none_ok`."""
+
+    low: float
+    high: float
+    above_low: bool = False
+    none_ok: bool = False
+
+    def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
+        if self.none_ok and value is None:
+            return
+        if not _is_number(value, self.low, self.high, self.above_low):
+            allowed = (
+                f"a number greater than {self.low:g} and at most {self.high:g}"
+                if self.above_low
+                else f"a number from {self.low:g} to {self.high:g}"
+            )
+            _refuse(name, allowed, value, none_ok=self.none_ok)
 
 
-def check_run_name(value: object) -> None:
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", value):
-        raise CourseConfigError(
-            "run_name must be 1-64 letters, digits, '.', '_' or '-' (it names a folder "
-            f"under runs/), not {value!r}."
-        )
+def _is_number(value: object, low: float, high: float, above_low: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return False
+    return (low < value if above_low else low <= value) and value <= high
 
 
-def check_temperature(value: object) -> None:
+@dataclass(frozen=True)
+class OneOf:
+    """One of `choices`, of the same type (so 1 is not True)."""
+
+    choices: tuple
+
+    def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
+        if not any(type(value) is type(choice) and value == choice for choice in self.choices):
+            _refuse(name, "one of " + ", ".join(map(repr, self.choices)), value)
+
+
+@dataclass(frozen=True)
+class Matches:
+    """A string that `pattern` matches whole; `allowed` says which, in words."""
+
+    pattern: str
+    allowed: str
+
+    def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
+        if not isinstance(value, str) or not re.fullmatch(self.pattern, value):
+            _refuse(name, self.allowed, value)
+
+
+def backend_with_keys(name: str, value: object, checking: Checking) -> None:
+    check_backend(value)
+
+
+def temperature(name: str, value: object, checking: Checking) -> None:
     if value == 0 and not isinstance(value, bool):
         return  # greedy
-    try:
-        check_number("temperature", value, MIN_TEMPERATURE, MAX_TEMPERATURE)
-    except CourseConfigError:
-        raise CourseConfigError(
-            f"temperature must be 0 (greedy) or a number from {MIN_TEMPERATURE:g} to "
-            f"{MAX_TEMPERATURE:g}, not {value!r}."
-        ) from None
+    if not _is_number(value, MIN_TEMPERATURE, MAX_TEMPERATURE):
+        allowed = f"0 (greedy) or a number from {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}"
+        _refuse(name, allowed, value)
 
 
-def check_max_tokens(value: object, backend: str, *, none_ok: bool = True) -> None:
+def completion_window(name: str, value: object, checking: Checking) -> None:
+    if value in RETIRED_WINDOWS:
+        raise CourseConfigError(f"{name} {value!r} is retired; use 'balanced' or 'flex'.")
+    OneOf(COMPLETION_WINDOWS)(name, value)
+
+
+def max_tokens(name: str, value: object, checking: Checking) -> None:
     """At most the model's context: the prompt takes part of it, and sampling stops there."""
-    model = "the local model's context" if backend == "local" else "Kimi K2.6's context"
-    check_whole_number("max_tokens", value, 1, CONTEXT_TOKENS[backend], why=model, none_ok=none_ok)
+    context = CONTEXT_TOKENS[checking.backend]
+    Whole(1, context, why=CONTEXT_OF[checking.backend], none_ok=True)(name, value)
 
 
-def check_group_size(value: object, low: int, high: int = MAX_GROUP_SIZE) -> None:
-    check_whole_number("group_size", value, low, high)
+def problems(
+    counts: dict[str, int], split: str, *, index: bool = False, none_ok: bool = False
+) -> Rule:
+    """A rule: how many of the `split` problems that `helpers.connect(backend)` loads (at
+    most all of them), or with `index` an index into them."""
+
+    def rule(name: str, value: object, checking: Checking) -> None:
+        count = counts[checking.backend]
+        why = f"the {checking.backend} backend has {count} {split} problems"
+        Whole(0 if index else 1, count - 1 if index else count, why, none_ok)(name, value)
+
+    return rule
 
 
-def check_problem_index(name: str, value: object, backend: str) -> None:
-    """An index into the training problems that `helpers.connect(backend)` loads."""
-    count = TRAIN_PROBLEMS[backend]
-    check_whole_number(name, value, 0, count - 1, why=_holds(backend, count, "training"))
+def fewer_than_steps(name: str, value: object, checking: Checking) -> None:
+    """Notebook 06's staleness: k = 1 is its second run already; the third shows what more
+    batches in flight do, and a run of `steps` steps has at most steps - 1 in flight."""
+    Whole(2, checking.value("steps") - 1, why="at most steps - 1")(name, value)
 
 
-def _holds(backend: str, count: int, split: str) -> str:
-    return f"the {backend} backend has {count} {split} problems"
+LEARNING_RATE = Number(0.0, MAX_LEARNING_RATE, above_low=True, none_ok=True)
+RUN_NAME = Matches(
+    r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
+    "1-64 letters, digits, '.', '_' or '-' (it names a folder under runs/)",
+)
+STEPS = Whole(1, MAX_STEPS, none_ok=True)
+PIPELINE_STEPS = Whole(MIN_PIPELINE_STEPS, MAX_STEPS, none_ok=True)
+SIMULATED_SECONDS = Number(0.0, MAX_SIMULATED_SECONDS)
 
-
-def check_batch(names: tuple[str, str], values: tuple[int, int]) -> None:
-    """Every rollout of a batch is in flight at once, so their number is bounded too."""
-    total = values[0] * values[1]
-    if total > MAX_ROLLOUTS_PER_BATCH:
-        raise CourseConfigError(
-            f"{names[0]} x {names[1]} must be at most {MAX_ROLLOUTS_PER_BATCH} rollouts "
-            f"in flight at once, not {values[0]} x {values[1]} = {total}."
-        )
-
-
-def check_scoring_params(*, backend: str, example_index: int, group_size: int) -> None:
-    """Every parameter of notebook 01 (no rollouts: a group of one environment is allowed)."""
-    check_backend(backend)
-    check_problem_index("example_index", example_index, backend)
-    check_group_size(group_size, 1)
-
-
-def check_serving_params(
-    *,
-    backend: str,
-    ttl_seconds: int,
-    group_size: int,
-    max_tokens: int | None,
-    temperature: float,
-    completion_window: str,
-    example_index: int,
-    budget_sampled_tokens: int,
-) -> None:
-    """Every parameter of notebook 02, in the order its parameters cell lists them."""
-    check_backend(backend)
-    check_whole_number(
-        "ttl_seconds", ttl_seconds, MIN_TTL_SECONDS, MAX_TTL_SECONDS, why="1 hour to 10 years"
-    )
-    check_group_size(group_size, 1)
-    check_max_tokens(max_tokens, backend)
-    check_temperature(temperature)
-    check_completion_window(completion_window)
-    check_problem_index("example_index", example_index, backend)
-    check_budget_param(budget_sampled_tokens)
-
-
-def check_training_params(
-    *,
-    backend: str,
-    steps: int | None,
-    group_size: int,
-    groups_per_step: int,
-    learning_rate: float | None,
-    max_tokens: int | None,
-    temperature: float,
-    seed: int,
-    completion_window: str,
-    run_name: str,
-    eval_problems: int | None,
-    eval_samples: int | None,
-    budget_sampled_tokens: int,
-) -> None:
-    """Every parameter of notebook 04, in the order its parameters cell lists them."""
-    check_backend(backend)
-    check_whole_number("steps", steps, 1, MAX_STEPS, none_ok=True)
+# The rule of each parameter, the same in every notebook that has it.
+RULES: dict[str, Rule] = {
+    "backend": backend_with_keys,
+    "example_index": problems(TRAIN_PROBLEMS, "training", index=True),
+    "ttl_seconds": Whole(MIN_TTL_SECONDS, MAX_TTL_SECONDS, why="1 hour to 10 years"),
+    "seed": Whole(0, MAX_SEED),
+    "steps": STEPS,
     # GRPO compares samples of the same prompt: one sample has nothing to compare with.
-    check_group_size(group_size, 2)
-    train = TRAIN_PROBLEMS[backend]
-    check_whole_number(
-        "groups_per_step", groups_per_step, 1, train, why=_holds(backend, train, "training")
-    )
-    check_batch(("group_size", "groups_per_step"), (group_size, groups_per_step))
-    check_number(
-        "learning_rate", learning_rate, 0.0, MAX_LEARNING_RATE, above_low=True, none_ok=True
-    )
-    check_max_tokens(max_tokens, backend)
-    check_temperature(temperature)
-    check_whole_number("seed", seed, 0, MAX_SEED)
-    check_completion_window(completion_window)
-    check_run_name(run_name)
-    check_evaluation(backend, None, eval_problems, eval_samples)
-    check_budget_param(budget_sampled_tokens)
+    "group_size": Whole(2, MAX_GROUP_SIZE),
+    "groups": problems(TRAIN_PROBLEMS, "training"),
+    "groups_per_step": problems(TRAIN_PROBLEMS, "training"),
+    "learning_rate": LEARNING_RATE,
+    "max_tokens": max_tokens,
+    "temperature": temperature,
+    "completion_window": completion_window,
+    "run_name": RUN_NAME,
+    "eval_problems": problems(HELD_OUT_PROBLEMS, "held-out", none_ok=True),
+    "eval_samples": Whole(1, MAX_GROUP_SIZE, none_ok=True),
+    "budget_sampled_tokens": Whole(0, MAX_BUDGET_SAMPLED_TOKENS),
+    "runs": Matches(
+        rf"\s*{RUN_PATTERN}(\s+{RUN_PATTERN}){{0,{MAX_PATTERNS - 1}}}\s*",
+        f"1 to {MAX_PATTERNS} run names or glob patterns separated by spaces, each made of "
+        "letters, digits, '.', '_', '-', '*', '?', '[' and ']' (they match folder names "
+        "under runs/)",
+    ),
+    "metric": OneOf(HELD_OUT_METRICS),
+    "smoothing": Whole(1, MAX_SMOOTHING),
+    "max_staleness": fewer_than_steps,
+    "balanced_latency_s": SIMULATED_SECONDS,
+    "flex_latency_s": SIMULATED_SECONDS,
+    "flex_steps": PIPELINE_STEPS,
+    "train_latency_s": SIMULATED_SECONDS,
+    "simulated_boot_seconds": SIMULATED_SECONDS,
+    "short_run_steps": STEPS,
+    "lora_name": Matches(
+        LORA_NAME,
+        "2-64 characters of a-z, 0-9 and '-', starting and ending with a letter or digit "
+        "(Sail's rule for LoRA names)",
+    ),
+    "parity_problems": Whole(1, MAX_PARITY_PROBLEMS),
+    "table_problems": Whole(1, MAX_TABLE_PROBLEMS),
+    "keep_on_sail": OneOf((True, False)),
+}
+# Where a notebook's rule for a parameter differs from the one above.
+NOTEBOOK_RULES: dict[str, dict[str, Rule]] = {
+    # No rollouts to compare, or none trained on: a group of one is allowed.
+    "01_scoring": {"group_size": Whole(1, MAX_GROUP_SIZE)},
+    "02_snapshot_and_serve": {"group_size": Whole(1, MAX_GROUP_SIZE)},
+    # It reads what a backend made without calling it, so it needs no keys.
+    "05_compare_runs": {"backend": OneOf(BACKENDS)},
+    "06_faster_loops": {"steps": PIPELINE_STEPS},
+    # Each rollout starts a sandbox; max_tokens only reaches the cloud (locally a script
+    # answers), so its range is always the cloud's.
+    "07_sandboxed_rollouts": {
+        "group_size": Whole(1, MAX_SANDBOXED_GROUP_SIZE),
+        "max_tokens": Whole(1, CONTEXT_TOKENS["cloud"], why=CONTEXT_OF["cloud"]),
+    },
+}
+# Pairs of parameters whose product is a number of rollouts in flight at once.
+BATCHES = (
+    ("groups", "group_size"),
+    ("group_size", "groups_per_step"),
+    ("eval_problems", "eval_samples"),
+)
 
 
-def check_evaluation(
-    backend: str, notebook: str | None, eval_problems: int | None, eval_samples: int | None
-) -> None:
-    """A held-out evaluation's size: None takes `notebook`'s default on `backend`."""
-    held_out = HELD_OUT_PROBLEMS[backend]
-    check_whole_number(
-        "eval_problems",
-        eval_problems,
-        1,
-        held_out,
-        why=_holds(backend, held_out, "held-out"),
-        none_ok=True,
-    )
-    check_whole_number("eval_samples", eval_samples, 1, MAX_GROUP_SIZE, none_ok=True)
-    sizes = with_defaults(backend, notebook, eval_problems=eval_problems, eval_samples=eval_samples)
-    check_batch(("eval_problems", "eval_samples"), tuple(sizes.values()))
+def check_params(notebook: str, **values: object) -> None:
+    """Every parameter of `notebook` (its file name without `.ipynb`), in the order given:
+    the check cell passes them in the order its parameters cell lists them.
 
-
-def check_budget_param(value: object) -> None:
-    check_whole_number("budget_sampled_tokens", value, 0, MAX_BUDGET_SAMPLED_TOKENS)
-
-
-def check_sandbox_params(
-    *,
-    backend: str,
-    group_size: int,
-    simulated_boot_seconds: float,
-    max_tokens: int,
-    temperature: float,
-    budget_sampled_tokens: int,
-) -> None:
-    """Every parameter of notebook 07; `max_tokens` and `temperature` only reach the cloud."""
-    check_backend(backend)
-    check_group_size(group_size, 1, MAX_SANDBOXED_GROUP_SIZE)
-    check_number("simulated_boot_seconds", simulated_boot_seconds, 0.0, MAX_BOOT_SECONDS)
-    check_max_tokens(max_tokens, "cloud", none_ok=False)
-    check_temperature(temperature)
-    check_budget_param(budget_sampled_tokens)
-
-
-def check_one_step_params(
-    *,
-    backend: str,
-    seed: int,
-    groups: int,
-    group_size: int,
-    learning_rate: float | None,
-    max_tokens: int | None,
-    temperature: float,
-    budget_sampled_tokens: int,
-) -> None:
-    """Every parameter of the one-step notebook, in the order its parameters cell lists them."""
-    check_backend(backend)
-    check_whole_number("seed", seed, 0, MAX_SEED)
-    train = TRAIN_PROBLEMS[backend]
-    check_whole_number("groups", groups, 1, train, why=_holds(backend, train, "training"))
-    check_group_size(group_size, 2)
-    check_batch(("groups", "group_size"), (groups, group_size))
-    check_number(
-        "learning_rate", learning_rate, 0.0, MAX_LEARNING_RATE, above_low=True, none_ok=True
-    )
-    check_max_tokens(max_tokens, backend)
-    check_temperature(temperature)
-    check_budget_param(budget_sampled_tokens)
-
-
-# Simulated latencies of notebook 06: longer ones would make a run take many minutes.
-MAX_SIMULATED_LATENCY_S = 60.0
-MIN_PIPELINE_STEPS = 3  # the first step fills the pipeline; two more show its pace
-
-
-def check_faster_loops_params(
-    *,
-    backend: str,
-    steps: int | None,
-    group_size: int,
-    groups_per_step: int,
-    max_staleness: int,
-    learning_rate: float | None,
-    max_tokens: int | None,
-    temperature: float,
-    seed: int,
-    balanced_latency_s: float,
-    flex_latency_s: float,
-    flex_steps: int | None,
-    train_latency_s: float,
-    eval_problems: int | None,
-    eval_samples: int | None,
-    run_name: str,
-    budget_sampled_tokens: int,
-) -> None:
-    """Every parameter of notebook 06, in the order its parameters cell lists them (None:
-    the backend's default, which the checks that relate two parameters use)."""
-    check_backend(backend)
-    check_whole_number("steps", steps, MIN_PIPELINE_STEPS, MAX_STEPS, none_ok=True)
-    steps = with_defaults(backend, "06_faster_loops", steps=steps)["steps"]
-    check_group_size(group_size, 2)
-    train = TRAIN_PROBLEMS[backend]
-    check_whole_number(
-        "groups_per_step", groups_per_step, 1, train, why=_holds(backend, train, "training")
-    )
-    check_batch(("group_size", "groups_per_step"), (group_size, groups_per_step))
-    # k = 1 is the second run already; the third shows what more batches in flight do.
-    check_whole_number("max_staleness", max_staleness, 2, steps - 1, why="at most steps - 1")
-    check_number(
-        "learning_rate", learning_rate, 0.0, MAX_LEARNING_RATE, above_low=True, none_ok=True
-    )
-    check_max_tokens(max_tokens, backend)
-    check_temperature(temperature)
-    check_whole_number("seed", seed, 0, MAX_SEED)
-    for name, value in (
-        ("balanced_latency_s", balanced_latency_s),
-        ("flex_latency_s", flex_latency_s),
-        ("train_latency_s", train_latency_s),
-    ):
-        check_number(name, value, 0.0, MAX_SIMULATED_LATENCY_S)
-    check_whole_number("flex_steps", flex_steps, MIN_PIPELINE_STEPS, MAX_STEPS, none_ok=True)
-    check_evaluation(backend, "06_faster_loops", eval_problems, eval_samples)
-    check_run_name(run_name)
-    check_budget_param(budget_sampled_tokens)
-
-
-# The comparison notebook's limits: the held-out scores notebook 04 stores, run-name
-# patterns that can only match folder names under runs/, and a readable smoothing window.
-HELD_OUT_METRICS = ("reward", "correct", "format", "correct_given_format")
-RUN_PATTERN = re.compile(r"[A-Za-z0-9_.*?\[\]-]{1,64}")
-MAX_PATTERNS = 64
-MAX_SMOOTHING = 100
-
-
-def check_comparison_params(*, backend: str, runs: str, metric: str, smoothing: int) -> None:
-    """Every parameter of the comparison notebook, in the order its parameters cell lists them."""
-    check_backend_name(backend)
-    patterns = runs.split() if isinstance(runs, str) else []
-    if not 1 <= len(patterns) <= MAX_PATTERNS or not all(map(RUN_PATTERN.fullmatch, patterns)):
-        raise CourseConfigError(
-            f"runs must be 1 to {MAX_PATTERNS} run names or glob patterns separated by spaces, "
-            "each made of letters, digits, '.', '_', '-', '*', '?', '[' and ']' (they match "
-            f"folder names under runs/), not {runs!r}."
-        )
-    if metric not in HELD_OUT_METRICS:
-        raise CourseConfigError(
-            f"metric must be one of {', '.join(map(repr, HELD_OUT_METRICS))}, not {metric!r}."
-        )
-    check_whole_number("smoothing", smoothing, 1, MAX_SMOOTHING)
-
-
-# Notebook 08's own limits. Sail's rule for LoRA names; the tables stay readable.
-LORA_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]")
-MAX_PARITY_PROBLEMS = 64
-MAX_TABLE_PROBLEMS = HELD_OUT_PROBLEMS["cloud"]
-
-
-def check_shipping_params(
-    *,
-    backend: str,
-    run_name: str,
-    short_run_steps: int | None,
-    lora_name: str,
-    parity_problems: int,
-    table_problems: int,
-    max_tokens: int | None,
-    seed: int,
-    keep_on_sail: bool,
-    budget_sampled_tokens: int,
-) -> None:
-    """Every parameter of notebook 08, in the order its parameters cell lists them."""
-    check_backend(backend)
-    check_run_name(run_name)
-    check_whole_number("short_run_steps", short_run_steps, 1, MAX_STEPS, none_ok=True)
-    if not isinstance(lora_name, str) or not LORA_NAME.fullmatch(lora_name):
-        raise CourseConfigError(
-            "lora_name must be 2-64 characters of a-z, 0-9 and '-', starting and ending with "
-            f"a letter or digit (Sail's rule for LoRA names), not {lora_name!r}."
-        )
-    check_whole_number("parity_problems", parity_problems, 1, MAX_PARITY_PROBLEMS)
-    # At most the cloud's 200 held-out problems, on either backend: the table stays readable.
-    check_whole_number("table_problems", table_problems, 1, MAX_TABLE_PROBLEMS)
-    check_max_tokens(max_tokens, backend)
-    check_whole_number("seed", seed, 0, MAX_SEED)
-    if not isinstance(keep_on_sail, bool):
-        raise CourseConfigError(f"keep_on_sail must be True or False, not {keep_on_sail!r}.")
-    check_budget_param(budget_sampled_tokens)
+    None, where a rule allows it, stands for the backend's default, which the checks that
+    relate two parameters use."""
+    checking = Checking(notebook, values["backend"], values)
+    for name, value in values.items():
+        rule = NOTEBOOK_RULES.get(notebook, {}).get(name) or RULES[name]
+        rule(name, value, checking)
+    for names in BATCHES:
+        if set(names) <= set(values):
+            first, second = (checking.value(name) for name in names)
+            if first * second > MAX_ROLLOUTS_PER_BATCH:
+                raise CourseConfigError(
+                    f"{names[0]} x {names[1]} must be at most {MAX_ROLLOUTS_PER_BATCH} "
+                    f"rollouts in flight at once, not {first} x {second} = {first * second}."
+                )

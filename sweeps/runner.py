@@ -13,7 +13,7 @@ are every combination. Each run is notebooks/04_training_loop.ipynb under paperm
 runs/ (COURSE_RUNS_DIR), where its executed notebook is kept beside its metrics and state.
 
 Before the first run starts, every run's parameters go through the check the notebook
-itself runs first (`helpers.params.check_training_params`), so a bad value stops the sweep
+itself runs first (`helpers.params.check_params`), so a bad value stops the sweep
 at once, in one sentence. A run that fails is reported and the others go on. Running the
 same sweep again skips the runs that finished (all steps done, evaluated after the last)
 and resumes the others where they stopped. With `backend` "cloud", what the sweep may
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from helpers.defaults import with_defaults
 from helpers.errors import CourseConfigError
-from helpers.params import HELD_OUT_PROBLEMS, check_training_params
+from helpers.params import HELD_OUT_PROBLEMS, check_params
 from helpers.runlog import RUNS_DIR
 from scripts.run_notebooks import ROOT, execute, local_stack_for
 from sweeps.runs import notebook_defaults, read_run
@@ -112,7 +112,7 @@ def plan(grid: dict, name: str) -> list[PlannedRun]:
 def check(runs: list[PlannedRun]) -> None:
     """Every run's parameters through the notebook's own check: the first bad one raises."""
     for run in runs:
-        check_training_params(**run.parameters)
+        check_params(NOTEBOOK.stem, **run.parameters)
 
 
 def cloud_budget(runs: list[PlannedRun]) -> list[str]:

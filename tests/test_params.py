@@ -30,10 +30,9 @@ NAN, INF = float("nan"), float("inf")
 NOT_WHOLE = [NAN, INF, True, "3", 2.5]
 NOT_NUMBERS = [NAN, INF, -INF, True, "1", [1]]
 
-# notebook: (its check function, valid values, {parameter: (accepted edges, refused values)})
-NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
+# notebook: (valid values of all its parameters, {parameter: (accepted edges, refused values)})
+NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
     "01_scoring.ipynb": (
-        params.check_scoring_params,
         {"backend": "local", "example_index": 0, "group_size": 4},
         {
             "example_index": ([0, 1466], [-1, 1467, *NOT_WHOLE]),
@@ -41,7 +40,6 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
         },
     ),
     "02_snapshot_and_serve.ipynb": (
-        params.check_serving_params,
         {
             "backend": "local",
             "ttl_seconds": 3600,
@@ -63,7 +61,6 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
         },
     ),
     "04_training_loop.ipynb": (
-        params.check_training_params,
         {
             "backend": "local",
             "steps": 3,
@@ -95,7 +92,6 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
         },
     ),
     "07_sandboxed_rollouts.ipynb": (
-        params.check_sandbox_params,
         {
             "backend": "local",
             "group_size": 4,
@@ -113,7 +109,6 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
         },
     ),
     "06_faster_loops.ipynb": (
-        params.check_faster_loops_params,
         {
             "backend": "local",
             "steps": None,
@@ -142,7 +137,6 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
         },
     ),
     "08_ship_the_adapter.ipynb": (
-        params.check_shipping_params,
         {
             "backend": "local",
             "run_name": "arithmetic",
@@ -161,7 +155,6 @@ NOTEBOOKS: dict[str, tuple[Callable, dict, dict[str, tuple[list, list]]]] = {
         },
     ),
     "05_compare_runs.ipynb": (
-        params.check_comparison_params,
         {"backend": "local", "runs": "sweep-*", "metric": "reward", "smoothing": 5},
         {
             "runs": (
@@ -179,15 +172,15 @@ def _cases(accepted: bool) -> list:
     index = 0 if accepted else 1
     return [
         pytest.param(notebook, name, value, id=f"{notebook[:2]}-{name}={value!r}")
-        for notebook, (_, _, ranges) in NOTEBOOKS.items()
+        for notebook, (_, ranges) in NOTEBOOKS.items()
         for name, bounds in ranges.items()
         for value in bounds[index]
     ]
 
 
 def _check(notebook: str, **changes: object) -> None:
-    check, valid, _ = NOTEBOOKS[notebook]
-    check(**{**valid, **changes})
+    valid, _ = NOTEBOOKS[notebook]
+    params.check_params(notebook.removesuffix(".ipynb"), **{**valid, **changes})
 
 
 @pytest.mark.parametrize(("notebook", "name", "value"), _cases(accepted=True))
@@ -220,15 +213,33 @@ def _stated_bounds(message: str) -> list[str]:
     return re.findall(r"\d+(?:\.\d+)?", allowed)
 
 
+def _cell(notebook: str, is_it: Callable[[nbformat.NotebookNode], bool]) -> str:
+    [source] = [c.source for c in nbformat.read(ROOT / "notebooks" / notebook, 4).cells if is_it(c)]
+    return source
+
+
+def _parameters_cell(notebook: str) -> str:
+    return _cell(notebook, lambda cell: "parameters" in cell.metadata.get("tags", []))
+
+
 def _parameter_comment(notebook: str, name: str) -> str:
     """The comment after `name = ...` in the parameters cell, with comment lines below it."""
-    cells = nbformat.read(ROOT / "notebooks" / notebook, as_version=4).cells
-    [source] = [c.source for c in cells if "parameters" in c.metadata.get("tags", [])]
-    lines = source.splitlines()
+    lines = _parameters_cell(notebook).splitlines()
     [start] = [i for i, line in enumerate(lines) if line.startswith(f"{name} = ")]
     block = [lines[start].split("#", 1)[1]]
     block += itertools.takewhile(lambda line: line.startswith("#"), lines[start + 1 :])
     return " ".join(block)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_the_check_cell_passes_every_parameter_in_order(notebook: str) -> None:
+    """`check_params` checks what it is given, so a parameter the check cell left out would
+    go unchecked; the order is the order of the checks, so the first bad value is named."""
+    names = re.findall(r"^(\w+) = ", _parameters_cell(notebook), re.MULTILINE)
+    check = _cell(notebook, lambda cell: "check_params(" in cell.source)
+    call = re.search(r"check_params\((.*?)\)", check, re.DOTALL).group(1)
+    assert re.findall(r"\b(\w+)=\1\b", call) == names
+    assert set(NOTEBOOKS[notebook][0]) == set(names)  # the valid values cover them all
 
 
 @pytest.mark.parametrize(
@@ -375,7 +386,7 @@ def test_papermill_with_a_value_out_of_range_fails_in_the_check_cell(
     assert error.ename == "CourseConfigError" and len(error.traceback) == 1
     assert error.evalue.startswith(name) and expected in error.evalue
     assert f"not {value!r}." in error.evalue
-    assert executed.cells[index].id == "check-parameters" or "check_training_params" in (
+    assert executed.cells[index].id == "check-parameters" or "check_params(" in (
         executed.cells[index].source
     )
 

@@ -21,7 +21,7 @@ import sail
 import tinker
 
 from helpers.errors import CourseConfigError
-from helpers.params import check_shipping_params
+from helpers.params import check_params
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from helpers.training import LoopSettings, run_step
 from local_stack.control.client import get_stats
@@ -362,15 +362,15 @@ def test_file_storage_is_bounded_and_refuses_instead_of_evicting(local_stack):
         ("table_problems", 201, "table_problems must be a whole number from 1 to 200"),
         ("max_tokens", 257, "max_tokens must be a whole number from 1 to 256"),
         ("seed", -1, "seed must be a whole number from 0 to 4294967295"),
-        ("keep_on_sail", "yes", "keep_on_sail must be True or False"),
+        ("keep_on_sail", "yes", "keep_on_sail must be one of True, False"),
         ("run_name", "../up", "run_name must be"),
     ],
 )
 def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
-    valid = PARAMETER_TABLE[NOTEBOOK][1]  # the valid values tests/test_params.py checks
-    check_shipping_params(**valid)
+    valid = PARAMETER_TABLE[NOTEBOOK][0]  # the valid values tests/test_params.py checks
+    check_params("08_ship_the_adapter", **valid)
     with pytest.raises(CourseConfigError) as raised:
-        check_shipping_params(**{**valid, name: value})
+        check_params("08_ship_the_adapter", **{**valid, name: value})
     assert str(raised.value).startswith(words) and str(raised.value).endswith(".")
 
 
