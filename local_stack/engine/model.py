@@ -1,8 +1,9 @@
 """The tiny local stand-in for Kimi K2.6: a two-layer Llama over a compact Kimi vocabulary.
 
-`local_stack.engine.build_base` trains its base weights; everything else (the Sail sampler, the
-Tinker trainer) loads them through `load_base_model` and applies LoRA adapters built from
-`adapter_config_for`, so both sides of the stack agree on one architecture and one config.
+`scripts/build_tiny_base.py` trains its base weights, which ship with the course; the Sail
+sampler and the Tinker trainer load them through `load_base_model` and apply LoRA adapters
+built from `adapter_config_for`, so both sides of the stack agree on one architecture and
+one config.
 """
 
 from __future__ import annotations
@@ -65,9 +66,7 @@ def load_base_model() -> tuple[transformers.LlamaForCausalLM, CompactVocab]:
     Fresh on every call because callers wrap it with PEFT, which mutates the module tree.
     """
     if not WEIGHTS_PATH.exists():
-        raise FileNotFoundError(
-            f"{WEIGHTS_PATH} missing: run `python -m local_stack.engine.build_base`"
-        )
+        raise FileNotFoundError(f"{WEIGHTS_PATH} missing: run `python scripts/build_tiny_base.py`")
     vocab = CompactVocab.load(VOCAB_PATH)
     model = new_model(vocab.size)
     state = {name: tensor.float() for name, tensor in load_file(WEIGHTS_PATH).items()}

@@ -1,4 +1,9 @@
-"""Build the tiny model's vocabulary and base weights: `python -m local_stack.engine.build_base`.
+"""Build the local stack's tiny model: `python scripts/build_tiny_base.py`.
+
+A build step, not part of the running stack: the vocabulary and base weights it writes to
+`local_stack/engine/base_model/` ship with the course. It lives with the course, not in the
+stack, because it teaches the model the course's task: its prompts are built as notebook
+01's `MathEnv` builds them, and it scores the result with notebook 01's answer check.
 
 The base model is a short supervised warm-up on the local arithmetic set's train split,
 written in the `kimi_k26` renderer's format: after the prompt's `<think>`,
