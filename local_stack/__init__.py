@@ -16,7 +16,7 @@ course reaches it only through `helpers.connect("local")`.
     dataset      the offline arithmetic set the local backend reads instead of orca-math
 
 It shares the model's name and offline tokenizer with the course through `kimi`, a package
-of its own. From the course it imports only the definitions of the tasks it stands in for:
-Harbor's task layout (`shell_tasks.harbor_task`, for a task's working directory) and, to
-build the base weights, notebook 01's prompt suffix and answer check (`helpers.scoring`).
+of its own, and imports nothing from the course: the sandbox is told a task's working
+directory by its caller, and the tiny model's base weights ship built
+(`scripts/build_tiny_base.py`, which teaches it the course's task, rebuilds them).
 """

@@ -16,6 +16,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import sail
 
@@ -26,6 +27,7 @@ from sail.tinker import _sandbox_name, _tinker_image
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface
 
 from helpers.params import check_backend
+from shell_tasks.harbor_task import dockerfile_workdir
 
 SandboxFactory = Callable[[Path, int], Awaitable[SandboxInterface]]
 
@@ -70,20 +72,29 @@ async def sailbox_factory(
     return sail.TinkerSandbox(sailbox, timeout_seconds=timeout_seconds)
 
 
+async def local_task_sandbox(
+    env_dir: str | Path, timeout_seconds: float | None = None, **settings: Any
+) -> SandboxInterface:
+    """The local stack's sandbox for the task whose environment is `env_dir`, working in its
+    Dockerfile's WORKDIR (the stack reads no task files). Module-level, so a
+    `functools.partial` of it pickles into rollout workers."""
+    from local_stack.sandbox import local_sandbox_factory  # the cloud path never loads it
+
+    workdir = dockerfile_workdir(Path(env_dir))
+    return await local_sandbox_factory(env_dir, timeout_seconds, workdir=workdir, **settings)
+
+
 def sandbox_factory(backend: str, *, simulated_boot_seconds: float = 0.0) -> SandboxFactory:
     """The sandbox factory for `backend`, with the call shape the cookbook expects.
 
-    "cloud": `sailbox_factory` (size "s", no network). "local": the local stack's
-    bubblewrap sandbox, each creation first waiting `simulated_boot_seconds` to stand in
-    for a Sailbox's boot.
+    "cloud": `sailbox_factory` (size "s", no network). "local": `local_task_sandbox`, the
+    local stack's bubblewrap sandbox, each creation first waiting `simulated_boot_seconds`
+    to stand in for a Sailbox's boot.
     """
     check_backend(backend)
     if backend == "cloud":
         return functools.partial(sailbox_factory, size="s")
-    # Imported here so the cloud path never loads the local stack.
-    from local_stack.sandbox import local_sandbox_factory
-
-    return functools.partial(local_sandbox_factory, startup_latency_seconds=simulated_boot_seconds)
+    return functools.partial(local_task_sandbox, startup_latency_seconds=simulated_boot_seconds)
 
 
 def sandbox_problem(backend: str) -> str | None:

@@ -397,8 +397,8 @@ def test_the_readme_states_the_defaults_per_backend() -> None:
 
 
 # A start-up file for notebook 07's kernel: every local sandbox created is logged with its
-# lifetime budget. The wrapper keeps the factory's name, so the notebook's partial of it
-# still pickles and prints as before.
+# lifetime budget. The notebook's factory, `shell_tasks.sandboxes.local_task_sandbox`, looks
+# up the stack's factory each time it creates a sandbox, so it finds this wrapper.
 SANDBOX_LOG = """
 import functools
 import os

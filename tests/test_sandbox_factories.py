@@ -18,7 +18,7 @@ import sail.app
 import sail.image
 from sandbox_probes import ENV_DIR, run
 
-from shell_tasks.sandboxes import sailbox_factory, sandbox_factory
+from shell_tasks.sandboxes import local_task_sandbox, sailbox_factory, sandbox_factory
 
 FAKE_KEYS = {"TINKER_API_KEY": "tml-fake-factory-key", "SAIL_API_KEY": "sk_fake_factory_key"}
 
@@ -87,7 +87,7 @@ def test_the_backend_chooses_the_factory(monkeypatch) -> None:
     cloud = sandbox_factory("cloud")
     assert (cloud.func, cloud.keywords) == (sailbox_factory, {"size": "s"})
     local = sandbox_factory("local", simulated_boot_seconds=0.5)
-    assert local.func.__module__ == "local_stack.sandbox.local_sandbox"
+    assert local.func is local_task_sandbox
     assert local.keywords == {"startup_latency_seconds": 0.5}
     for factory in (cloud, local):
         assert pickle.loads(pickle.dumps(factory)).keywords == factory.keywords

@@ -1,7 +1,8 @@
 """The local stand-in for Sailboxes: each command under bubblewrap, in fresh namespaces.
 
 `local_sandbox_factory` has the call shape of `sail.tinker_sandbox_factory`, so the course's
-shell-task env and the cookbook's recipes take either one.
+shell-task env and the cookbook's recipes take either one. It reads no task files: the
+caller names the task's working directory (`workdir`).
 """
 
 from local_stack.sandbox.isolation import ResourceLimits

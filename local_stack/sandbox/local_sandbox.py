@@ -29,11 +29,13 @@ from local_stack.sandbox import isolation
 from local_stack.sandbox.enclosure import Enclosure, totals_problem
 from local_stack.sandbox.isolation import ResourceLimits, SandboxIdentity
 from local_stack.sandbox.process import Bubblewrap, Outcome, output_cap
-from shell_tasks.harbor_task import dockerfile_workdir
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LIMITS = ResourceLimits()
+# Where commands run when the caller names no working directory: a container's default,
+# "/", cannot be handed out as a writable directory.
+DEFAULT_WORKDIR = "/app"
 # Harbor's verifier contract: tests are uploaded to /tests and the reward is read from /logs.
 _HARBOR_DIRS = ("/tests", "/logs")
 _WRITE_FILE_SCRIPT = (
@@ -51,7 +53,7 @@ class LocalSandbox:
 
     A teaching sandbox, not a security boundary like a Sailbox VM (see the module docstring).
 
-    Inside, the working directory (the task Dockerfile's WORKDIR), /tests and /logs are
+    Inside, the working directory (the task's, named by the caller), /tests and /logs are
     writable and backed by `host_dir`; everything else is read-only or absent. Operations
     follow `sail.TinkerSandbox`: once the lifetime budget has run out the sandbox is cleaned
     up and the operation raises the cookbook's `SandboxTerminatedError`, as does any
@@ -264,23 +266,25 @@ async def local_sandbox_factory(
     env_dir: str | Path,
     timeout_seconds: float | None = None,
     *,
+    workdir: str = DEFAULT_WORKDIR,
     limits: ResourceLimits = DEFAULT_LIMITS,
     startup_latency_seconds: float = 0.0,
 ) -> LocalSandbox:
     """Create a `LocalSandbox` for the task whose `environment/` directory is `env_dir`.
 
     Same call shape as `sail.tinker_sandbox_factory`, and module-level so that a
-    `functools.partial` presetting `limits` pickles into rollout workers. The image in
-    task.toml is not pulled: commands use the host's programs. `startup_latency_seconds`
-    stands in for a cloud sandbox's boot time (a Sailbox takes seconds to start), so a
-    notebook can show what creating a group's sandboxes one after another costs.
+    `functools.partial` presetting `limits` pickles into rollout workers. No image is
+    pulled or built (commands use the host's programs), so nothing in `env_dir` is read:
+    the caller, who knows the task's layout, names its working directory as `workdir`.
+    `startup_latency_seconds` stands in for a cloud sandbox's boot time (a Sailbox takes
+    seconds to start), so a notebook can show what creating a group's sandboxes one after
+    another costs.
     """
     problem = isolation.isolation_problem()
     if problem is not None:
         raise SandboxUnavailableError(
             f"Refusing to start the local sandbox, which never runs commands unisolated: {problem}."
         )
-    workdir = dockerfile_workdir(Path(env_dir))
     isolation.check_workdir(workdir)
     if (unenforced := totals_problem()) is not None:
         _warn_totals_not_enforced(unenforced)
