@@ -6,13 +6,13 @@
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, progress, stats, rollout_failures
                           what the taught loops draw, store, show, measure and guard against
-    errors, sdk_noise, stack_watch
-                          one-sentence errors, quiet SDK notices the course explains, and a
-                          cell stopped within a second when the local stack dies
+    errors, sdk_noise     one-sentence errors (a cell stopped by a dead local stack too), and
+                          quiet SDK notices the course explains
 
 Beside it: `shell_tasks` (notebook 07), `sweeps` (`make sweep`, notebook 05), `kimi` (the
 model, named once) and `local_stack`, which only `helpers.backend` imports, inside the calls
-that need it: `connect("local")`, `Course.simulate_latency` and `tiny_base_model`.
+that need it: `connect("local")` (which starts or finds the stack, and watches its server
+from the kernel), `Course.simulate_latency`, `tiny_base_model` and `tiny_lora_config`.
 
 `import helpers` is cheap (the SDKs load on first use), so a notebook can check its
 parameters in its first cell and fail in a second, not after a minute of imports.

@@ -1,14 +1,18 @@
 """The backend seam: one call gives a notebook everything it needs, locally or in the cloud.
 
 `connect("local")` uses the local stack (loopback stand-ins for Tinker and Sail with a
-tiny real model), starting it if no other kernel has, and needs no keys. `connect("cloud")`
-uses the real services with the keys in your environment, and costs money. Notebook code is
-the same either way.
+tiny real model), starting it if no other kernel has, and needs no keys; should the stack
+die, the running cell stops within a second, in one sentence (`watch_local_stack`).
+`connect("cloud")` uses the real services with the keys in your environment, and costs
+money. Notebook code is the same either way.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +22,15 @@ from datasets import load_dataset
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from helpers.defaults import BACKEND_DEFAULTS
-from helpers.errors import CourseConfigError, install_short_errors
+from helpers.errors import (
+    CourseConfigError,
+    CourseRunError,
+    forget_interrupt_reason,
+    install_short_errors,
+    interrupt_running_cell,
+)
 from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
-from helpers.stack_watch import stop_watching, watch_local_stack
 from kimi import MODEL_NAME, kimi_renderer
 
 ADAPTER_CONFIG_PATH = Path(__file__).resolve().parent.parent / "tinker_adapter_config.json"
@@ -129,10 +138,40 @@ def _start_local() -> dict[str, list[dict]]:
 def _leave_local() -> None:
     """Switching a kernel from local to cloud: restore the SDK variables (the keys and base
     URLs from your shell) that the local stack had replaced. The stack keeps serving any
-    other kernel."""
-    from local_stack.supervisor import detach_local_stack
+    other kernel; a kernel that never loaded the stack has nothing to restore."""
+    if (supervisor := sys.modules.get("local_stack.supervisor")) is not None:
+        supervisor.detach_local_stack()
 
-    detach_local_stack()
+
+class LocalStackStoppedError(CourseRunError):
+    """The local stack's server process is gone."""
+
+
+def watch_local_stack(pid: int, log_path: Path) -> None:
+    """In an IPython kernel, stop the running cell within a second of the local stack's
+    server `pid` dying, with one sentence: it stopped, where its log is, and that re-running
+    resumes (the stack keeps its checkpoints on disk, and notebook 04 resumes after its last
+    completed step). See `local_stack.kernel_watch`."""
+    from local_stack.kernel_watch import watch_from_kernel
+
+    stop_watching()  # replaces any earlier watch, and a reason it left
+    reason = LocalStackStoppedError(
+        f"The local stack (pid {pid}) stopped; its log is {log_path}, and re-running the "
+        "notebook restarts it (a training run resumes after its last completed step)."
+    )
+    try:
+        kernel_loop = asyncio.get_running_loop()  # ipykernel runs every cell inside it
+    except RuntimeError:
+        kernel_loop = None
+    watch_from_kernel(pid, functools.partial(interrupt_running_cell, reason, kernel_loop))
+
+
+def stop_watching() -> None:
+    """Stop watching the local stack, which is about to be stopped or restarted on purpose
+    (a kernel that never loaded the stack watches nothing)."""
+    if (kernel_watch := sys.modules.get("local_stack.kernel_watch")) is not None:
+        kernel_watch.stop_watching()
+    forget_interrupt_reason()  # one whose interruption never reached a cell
 
 
 def _cloud_rows() -> dict[str, list[dict]]:

@@ -10,8 +10,8 @@ Interruptions are short too. Jupyter's stop button shows as one line: in a train
 done and the loop's bar is closed; elsewhere it says at which line of the cell the
 interruption came.
 
-A watcher thread (see `helpers.stack_watch`) can stop the running cell with a reason:
-it interrupts the kernel's main thread, as Jupyter's stop button does, and the
+A watcher thread (see `helpers.backend.watch_local_stack`) can stop the running cell with
+a reason: it interrupts the kernel's main thread, as Jupyter's stop button does, and the
 interruption is then shown as the reason's sentence instead.
 """
 

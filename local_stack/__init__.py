@@ -1,10 +1,12 @@
 """The local stack: loopback stand-ins for Tinker and Sail, as LocalStack is for AWS.
 
 The real `tinker` and `sail` SDKs talk to it unchanged over HTTP on one 127.0.0.1 port. The
-course reaches it only through `helpers.connect("local")`.
+course reaches it only through `helpers.backend` (`connect("local")` and the calls that
+read the tiny model) and `shell_tasks.sandboxes` (notebook 07's local sandbox).
 
     config       keys, host, storage directory and every environment variable it reads
     supervisor   starts and stops the server process (the client side; servers never import it)
+    kernel_watch in a kernel that uses the stack: stops the running cell if the server dies
     app          the one aiohttp app: mounts each service's sub-app and `/healthz`
     http         the one handler style: auth and error mapping as a per-service middleware
     tinker/      the Tinker API: routes -> requests -> service -> wire (protobuf)

@@ -38,7 +38,7 @@ def stand_in() -> Iterator[subprocess.Popen]:
 def watch(client, process: subprocess.Popen) -> None:
     run(
         client,
-        f"from helpers.stack_watch import watch_local_stack\n"
+        f"from helpers.backend import watch_local_stack\n"
         f"watch_local_stack({process.pid}, __import__('pathlib').Path({str(LOG)!r}))",
     )
 
@@ -111,7 +111,7 @@ def test_connect_again_stops_the_old_watch(kernel, stand_in) -> None:
     """`helpers.connect` calls stop_watching before it (re)starts a stack on purpose."""
     _, client = kernel
     watch(client, stand_in)
-    run(client, "from helpers.stack_watch import stop_watching\nstop_watching()")
+    run(client, "from helpers.backend import stop_watching\nstop_watching()")
     kill_after(stand_in, 0.5)
     reply, errors = run(client, "import time\ntime.sleep(3)")
     assert reply["status"] == "ok" and not errors
