@@ -40,29 +40,11 @@ HELD_OUT_PROBLEMS = {"local": 399, "cloud": 200}
 # Tinker keeps a checkpoint from one hour to ten years.
 MIN_TTL_SECONDS = 3600
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
-# Sizes the kernel and the services handle: every rollout of a batch is in flight at
-# once, and a notebook-07 rollout also starts a sandbox.
+# Every rollout of a batch is in flight at once: the kernel and the services handle this many.
 MAX_GROUP_SIZE = 64
-MAX_SANDBOXED_GROUP_SIZE = 16
 MAX_ROLLOUTS_PER_BATCH = 4096
-MAX_STEPS = 10_000
-MAX_LEARNING_RATE = 1.0
-MAX_SEED = 2**32 - 1
-MAX_BUDGET_SAMPLED_TOKENS = 10**12
-# Notebook 06 and 07's simulated waits: longer ones would make a run take many minutes.
-MAX_SIMULATED_SECONDS = 60.0
-MIN_PIPELINE_STEPS = 3  # the first step fills the pipeline; two more show its pace
-# Notebook 05: the held-out scores notebook 04 stores, run-name patterns that can only
-# match folder names under runs/, and a readable smoothing window.
+# The held-out scores notebook 04 stores, which notebook 05 compares.
 HELD_OUT_METRICS = ("reward", "correct", "format", "correct_given_format")
-RUN_PATTERN = r"[A-Za-z0-9_.*?\[\]-]{1,64}"
-MAX_PATTERNS = 64
-MAX_SMOOTHING = 100
-# Notebook 08: Sail's rule for LoRA names; tables that stay readable (at most the cloud's
-# 200 held-out problems, on either backend).
-LORA_NAME = r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]"
-MAX_PARITY_PROBLEMS = 64
-MAX_TABLE_PROBLEMS = HELD_OUT_PROBLEMS["cloud"]
 
 
 def check_backend(backend: str) -> None:
@@ -224,42 +206,42 @@ def fewer_than_steps(name: str, value: object, checking: Checking) -> None:
     Whole(2, checking.value("steps") - 1, why="at most steps - 1")(name, value)
 
 
-LEARNING_RATE = Number(0.0, MAX_LEARNING_RATE, above_low=True, none_ok=True)
-RUN_NAME = Matches(
-    r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
-    "1-64 letters, digits, '.', '_' or '-' (it names a folder under runs/)",
-)
-STEPS = Whole(1, MAX_STEPS, none_ok=True)
-PIPELINE_STEPS = Whole(MIN_PIPELINE_STEPS, MAX_STEPS, none_ok=True)
-SIMULATED_SECONDS = Number(0.0, MAX_SIMULATED_SECONDS)
+STEPS = Whole(1, 10_000, none_ok=True)
+# The first step fills notebook 06's pipeline; two more show its pace.
+PIPELINE_STEPS = Whole(3, 10_000, none_ok=True)
+# Notebook 06 and 07's simulated waits: longer ones would make a run take many minutes.
+SIMULATED_SECONDS = Number(0.0, 60.0)
+RUN_PATTERN = r"[A-Za-z0-9_.*?\[\]-]{1,64}"  # a glob that can only match a run's folder
 
 # The rule of each parameter, the same in every notebook that has it.
 RULES: dict[str, Rule] = {
     "backend": backend_with_keys,
     "example_index": problems(TRAIN_PROBLEMS, "training", index=True),
     "ttl_seconds": Whole(MIN_TTL_SECONDS, MAX_TTL_SECONDS, why="1 hour to 10 years"),
-    "seed": Whole(0, MAX_SEED),
+    "seed": Whole(0, 2**32 - 1),
     "steps": STEPS,
     # GRPO compares samples of the same prompt: one sample has nothing to compare with.
     "group_size": Whole(2, MAX_GROUP_SIZE),
     "groups": problems(TRAIN_PROBLEMS, "training"),
     "groups_per_step": problems(TRAIN_PROBLEMS, "training"),
-    "learning_rate": LEARNING_RATE,
+    "learning_rate": Number(0.0, 1.0, above_low=True, none_ok=True),
     "max_tokens": max_tokens,
     "temperature": temperature,
     "completion_window": completion_window,
-    "run_name": RUN_NAME,
+    "run_name": Matches(
+        r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
+        "1-64 letters, digits, '.', '_' or '-' (it names a folder under runs/)",
+    ),
     "eval_problems": problems(HELD_OUT_PROBLEMS, "held-out", none_ok=True),
     "eval_samples": Whole(1, MAX_GROUP_SIZE, none_ok=True),
-    "budget_sampled_tokens": Whole(0, MAX_BUDGET_SAMPLED_TOKENS),
+    "budget_sampled_tokens": Whole(0, 10**12),
     "runs": Matches(
-        rf"\s*{RUN_PATTERN}(\s+{RUN_PATTERN}){{0,{MAX_PATTERNS - 1}}}\s*",
-        f"1 to {MAX_PATTERNS} run names or glob patterns separated by spaces, each made of "
-        "letters, digits, '.', '_', '-', '*', '?', '[' and ']' (they match folder names "
-        "under runs/)",
+        rf"\s*{RUN_PATTERN}(\s+{RUN_PATTERN}){{0,63}}\s*",
+        "1 to 64 run names or glob patterns separated by spaces, each made of letters, "
+        "digits, '.', '_', '-', '*', '?', '[' and ']' (they match folder names under runs/)",
     ),
     "metric": OneOf(HELD_OUT_METRICS),
-    "smoothing": Whole(1, MAX_SMOOTHING),
+    "smoothing": Whole(1, 100),  # a moving average that still follows the curve
     "max_staleness": fewer_than_steps,
     "balanced_latency_s": SIMULATED_SECONDS,
     "flex_latency_s": SIMULATED_SECONDS,
@@ -268,12 +250,13 @@ RULES: dict[str, Rule] = {
     "simulated_boot_seconds": SIMULATED_SECONDS,
     "short_run_steps": STEPS,
     "lora_name": Matches(
-        LORA_NAME,
+        r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]",
         "2-64 characters of a-z, 0-9 and '-', starting and ending with a letter or digit "
         "(Sail's rule for LoRA names)",
     ),
-    "parity_problems": Whole(1, MAX_PARITY_PROBLEMS),
-    "table_problems": Whole(1, MAX_TABLE_PROBLEMS),
+    # Notebook 08's tables stay readable: at most the cloud's held-out problems, anywhere.
+    "parity_problems": Whole(1, 64),
+    "table_problems": Whole(1, HELD_OUT_PROBLEMS["cloud"]),
     "keep_on_sail": OneOf((True, False)),
 }
 # Where a notebook's rule for a parameter differs from the one above.
@@ -287,7 +270,7 @@ NOTEBOOK_RULES: dict[str, dict[str, Rule]] = {
     # Each rollout starts a sandbox; max_tokens only reaches the cloud (locally a script
     # answers), so its range is always the cloud's.
     "07_sandboxed_rollouts": {
-        "group_size": Whole(1, MAX_SANDBOXED_GROUP_SIZE),
+        "group_size": Whole(1, 16),
         "max_tokens": Whole(1, CONTEXT_TOKENS["cloud"], why=CONTEXT_OF["cloud"]),
     },
 }
