@@ -68,7 +68,10 @@ class Course:
         from local_stack.control.client import set_knobs
         from local_stack.supervisor import start_local_stack
 
-        set_knobs(start_local_stack().url, **knobs)  # connect() started it: this finds it
+        try:
+            set_knobs(start_local_stack().url, **knobs)  # connect() started it: this finds it
+        except ValueError as error:  # the stack names the knob and its range
+            raise CourseConfigError(str(error)) from None
 
     def __repr__(self) -> str:
         return (

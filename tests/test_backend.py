@@ -49,3 +49,17 @@ def test_cloud_with_both_keys_passes_the_check(no_keys: pytest.MonkeyPatch) -> N
     no_keys.setenv("TINKER_API_KEY", FAKE_TINKER_KEY)
     no_keys.setenv("SAIL_API_KEY", FAKE_SAIL_KEY)
     check_backend("cloud")
+
+
+def test_an_absurd_simulated_latency_is_refused_in_one_sentence(local_stack) -> None:
+    """`Course.simulate_latency` passes the stack's own sentence on, naming the knob and its
+    range, instead of a bare HTTP 400; the knobs stay as they were."""
+    from types import SimpleNamespace
+
+    from helpers.backend import Course
+    from local_stack.control.client import get_knobs
+
+    before = get_knobs(local_stack.url)
+    with pytest.raises(CourseConfigError, match=r"^latency must be a number between"):
+        Course.simulate_latency(SimpleNamespace(backend="local"), latency=1e9)
+    assert get_knobs(local_stack.url) == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -31,5 +32,10 @@ def _call(url: str, route: str, body: dict[str, Any] | None = None) -> dict[str,
         data=None if body is None else json.dumps(body).encode(),
         headers={"Authorization": f"Bearer {SAIL_API_KEY}", "Content-Type": "application/json"},
     )
-    with _NO_PROXY.open(request, timeout=30) as reply:
-        return json.load(reply)
+    try:
+        with _NO_PROXY.open(request, timeout=30) as reply:
+            return json.load(reply)
+    except urllib.error.HTTPError as error:
+        if 400 <= error.code < 500:  # a knob out of range: the stack's one sentence says which
+            raise ValueError(json.load(error)["error"]["message"]) from None
+        raise
