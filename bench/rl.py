@@ -136,13 +136,13 @@ async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int, budget:
         stop_local_stack()
 
     cut_short = (
-        f" (the {budget:.0f} s budget stopped it before {hp.steps}: not comparable)"
+        f" of {hp.steps} (the {budget:g} s budget stopped it: not comparable with a full run)"
         if steps < hp.steps
         else ""
     )
     print(
         f"\n(a) learning: {steps} steps{cut_short} in {training_seconds:.1f} s of training wall "
-        f"time; held-out scores before -> after, {eval_samples_per_problem} samples a problem:"
+        f"time; held-out scores before -> after, {eval_samples_per_problem} sample(s) a problem:"
     )
     for name in held_out_sets:
         comparison = compare(before[name], after[name])
