@@ -1,16 +1,21 @@
 """RL on the local stack, measured: `python -m bench.rl`.
 
 It runs the course's own loop, `helpers.training` (built from notebook 04): `run_step` for
-every step and `evaluate` for the held-out set, through the real tinker, sail and
-tinker-cookbook SDKs on `helpers.connect("local")`.
-(a) Learning is real: the loop trains on the arithmetic set's train split, and the held-out
-    reward is measured before and after, with the local Sail sampler seeded. Format rate and
-    accuracy given correct format are shown separately, so a gain from format alone is visible.
+every step, and `evaluate_now` and `compare` for the held-out sets, through the real
+tinker, sail and tinker-cookbook SDKs on `helpers.connect("local")`.
+(a) Learning is real: the loop trains on the arithmetic set's train split for a fixed number
+    of steps, and both of notebook 04's held-out sets are scored before and after, with the
+    local Sail sampler seeded: unseen facts (operand pairs training never shows) and seen
+    facts in a wording training never shows. Each gain comes with the course's paired
+    bootstrap interval, and format rate and accuracy given format are shown separately,
+    so a gain from format alone is visible.
 (b) One local RL step's time, as `run_step` splits it: save (sampler checkpoint and signed
     URL), sample (rollouts and scoring; Sail loads the new adapter on the first request) and
-    train (forward_backward + optim_step).
+    train (forward_backward + optim_step); and the CPU seconds the step cost the stack and
+    this process, with the load average: on a shared machine, wall time also counts the
+    time spent waiting for a core.
 
-The defaults are the ones notebook 04 should use on the local backend.
+Its defaults are notebook 04's on the local backend (`helpers.defaults`).
 """
 
 from __future__ import annotations
@@ -24,50 +29,58 @@ import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
 
-from helpers.stats import reward_standard_error
+import psutil
+
+from helpers.defaults import BACKEND_DEFAULTS
 from local_stack.control.client import set_knobs
 
 STEP_PARTS = ("save_s", "sample_s", "train_s")  # run_step's timings, in the order they run
+TIMED_STEPS = 5
+
+
+LOCAL = BACKEND_DEFAULTS["local"]
 
 
 @dataclass(frozen=True)
 class Hyperparams:
-    """What the loop runs with; the defaults are the tuned local ones."""
+    """What the loop runs with; by default, notebook 04's local settings."""
 
     group_size: int = 8
     groups_per_step: int = 8
-    learning_rate: float = 1e-3
-    steps: int = 80
+    learning_rate: float = LOCAL["learning_rate"]
+    steps: int = LOCAL["steps"]
     temperature: float = 1.0
-    max_tokens: int = 24  # a well-formed answer takes at most 18 tokens
-    time_budget_seconds: float = 60.0
+    max_tokens: int = LOCAL["max_tokens"]  # a well-formed answer takes at most 18 tokens
 
 
-def held_out_line(scores: dict) -> str:
-    dropped = f" | {scores['dropped_rollouts']} dropped" if scores["dropped_rollouts"] else ""
+def score_line(name: str, before: dict, after: dict, comparison: dict) -> str:
+    reward = comparison["reward"]
+    low, high = reward["gain_interval"]
+    rates = "; ".join(
+        f"{score} {comparison[score]['before']:.3f} -> {comparison[score]['after']:.3f}"
+        for score in ("format", "correct_given_format")
+    )
     return (
-        f"reward {scores['reward']:+.3f} ± {reward_standard_error(scores):.3f} | format "
-        f"{scores['format']:.3f} | accuracy given format {scores['correct_given_format']:.3f}"
-        f" | n={scores['samples']}{dropped}"
+        f"    {name} (n={before['samples']} -> {after['samples']}): reward "
+        f"{reward['before']:+.3f} -> {reward['after']:+.3f}, gain {reward['gain']:+.3f} "
+        f"(95% interval {low:+.3f} to {high:+.3f}); {rates}"
     )
 
 
-async def held_out(
-    course: Any, training_client: Any, settings: Any, name: str, samples: int, seed: int, url: str
-) -> dict:
-    """`evaluate` on every held-out problem, sampled from the current weights."""
-    from helpers.training import evaluate, snapshot_policy
+class CpuClock:
+    """CPU seconds (user + system) used so far by the stack's process and by this one."""
 
-    policy = await snapshot_policy(name, settings, training_client, course)
-    set_knobs(url, seed=seed)
-    return await evaluate(policy, course.held_out_rows, course.renderer, samples)
+    def __init__(self, stack_pid: int) -> None:
+        self.processes = {"stack": psutil.Process(stack_pid), "bench": psutil.Process()}
+
+    def read(self) -> dict[str, float]:
+        return {name: sum(p.cpu_times()[:2]) for name, p in self.processes.items()}
 
 
-async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int) -> None:
+async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int, budget: float) -> None:
     import helpers
-    from helpers.training import LoopSettings, run_step
+    from helpers.training import LoopSettings, compare, evaluate_now, run_step
     from local_stack.supervisor import start_local_stack, stop_local_stack
 
     started = time.perf_counter()
@@ -86,48 +99,62 @@ async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int) -> None
             temperature=hp.temperature,
             completion_window="balanced",
         )
+        held_out_sets = {
+            "unseen facts": course.held_out_rows,
+            "seen facts, new wording": course.held_out_seen_rows,
+        }
         rng = random.Random(seed)
 
-        def held_out_now(name: str):
-            return held_out(
-                course, training_client, settings, name, eval_samples_per_problem, seed, stack.url
+        async def held_out_now(name: str) -> dict[str, dict]:
+            set_knobs(stack.url, seed=seed)  # the same sampler stream before and after
+            return await evaluate_now(
+                name, held_out_sets, settings, eval_samples_per_problem, training_client, course
             )
 
         before = await held_out_now("bench-before")
-        print(f"held-out before: {held_out_line(before)}")
         loop_started, steps, last = time.perf_counter(), 0, 0.0
-        # Stop before a step that would likely end past the time budget.
-        while (
-            steps < hp.steps and time.perf_counter() - loop_started + last <= hp.time_budget_seconds
-        ):
+        # The budget only guards against a machine so slow the run would not end; the
+        # learning figures are comparable between runs only when all the steps ran.
+        while steps < hp.steps and time.perf_counter() - loop_started + last <= budget:
             rows = rng.sample(course.train_rows, hp.groups_per_step)
             record = await run_step(steps, rows, settings, training_client, course)
             last = sum(record[part] for part in STEP_PARTS)
-            print(f"step {steps:2d} | reward {record['reward']:+.3f} | {last:.2f} s")
+            print(f"step {steps:3d} | reward {record['reward']:+.3f} | {last:.2f} s")
             steps += 1
         training_seconds = time.perf_counter() - loop_started
         after = await held_out_now("bench-after")
-        print(f"held-out after:  {held_out_line(after)}")
 
-        timed = []
-        for step in range(steps, steps + 3):
+        clock, timed, cpu = CpuClock(stack.pid), [], []
+        for step in range(steps, steps + TIMED_STEPS):
             rows = rng.sample(course.train_rows, hp.groups_per_step)
+            cpu_before = clock.read()
             timed.append(await run_step(step, rows, settings, training_client, course))
+            cpu.append({name: used - cpu_before[name] for name, used in clock.read().items()})
         split = {part: statistics.median(r[part] for r in timed) for part in STEP_PARTS}
+        cpu_split = {name: statistics.median(c[name] for c in cpu) for name in cpu[0]}
     finally:
         stop_local_stack()
 
-    gain_se = (reward_standard_error(before) ** 2 + reward_standard_error(after) ** 2) ** 0.5
+    cut_short = (
+        f" of {hp.steps} (the {budget:g} s budget stopped it: not comparable with a full run)"
+        if steps < hp.steps
+        else ""
+    )
     print(
-        f"\n(a) learning: {steps} steps in {training_seconds:.1f} s of training wall time\n"
-        f"    held-out reward {before['reward']:+.3f} -> {after['reward']:+.3f} "
-        f"(gain {after['reward'] - before['reward']:+.3f} ± {gain_se:.3f}); "
-        f"format {before['format']:.3f} -> {after['format']:.3f}; accuracy given format "
-        f"{before['correct_given_format']:.3f} -> {after['correct_given_format']:.3f}\n"
+        f"\n(a) learning: {steps} steps{cut_short} in {training_seconds:.1f} s of training wall "
+        f"time; held-out scores before -> after, {eval_samples_per_problem} sample(s) a problem:"
+    )
+    for name in held_out_sets:
+        comparison = compare(before[name], after[name])
+        print(score_line(name, before[name], after[name], comparison))
+    print(
         f"    hyperparameters: {json.dumps(asdict(hp))}, seed {seed}\n"
         f"(b) one local RL step ({hp.groups_per_step} groups x {hp.group_size} rollouts, median "
-        f"of 3): save {split['save_s']:.2f} s | sample {split['sample_s']:.2f} s | "
-        f"train {split['train_s']:.2f} s | total {sum(split.values()):.2f} s"
+        f"of {TIMED_STEPS}): save {split['save_s']:.2f} s | sample {split['sample_s']:.2f} s | "
+        f"train {split['train_s']:.2f} s | total {sum(split.values()):.2f} s\n"
+        f"    CPU per step: stack {cpu_split['stack']:.2f} s, bench process "
+        f"{cpu_split['bench']:.2f} s; load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores (wall time grows with it)"
     )
 
 
@@ -136,14 +163,18 @@ def main() -> None:
     for name, value in asdict(Hyperparams()).items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     parser.add_argument(
-        "--eval-samples-per-problem", type=int, default=2, help="of the 400 held-out problems"
+        "--eval-samples-per-problem", type=int, default=4, help="on every held-out problem"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--time-budget-seconds", type=float, default=600.0, help="of training, at most"
+    )
     args = vars(parser.parse_args())
     eval_samples, seed = args.pop("eval_samples_per_problem"), args.pop("seed")
+    budget = args.pop("time_budget_seconds")
     # A benchmark's checkpoints are throwaway: keep them out of the course's storage.
     os.environ["COURSE_LOCAL_STACK_DIR"] = tempfile.mkdtemp(prefix="bench-rl-")
-    asyncio.run(run(Hyperparams(**args), eval_samples, seed))
+    asyncio.run(run(Hyperparams(**args), eval_samples, seed, budget))
 
 
 if __name__ == "__main__":
