@@ -17,14 +17,20 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 import tinker
-from sandbox_probes import ENV_DIR, MARKER_VARIABLE, TASK_DIR, processes_with, run
+from sandbox_probes import (
+    ENV_DIR,
+    MARKER_VARIABLE,
+    TASK_DIR,
+    create_and_run_pwd,
+    processes_with,
+    run,
+)
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
@@ -310,22 +316,11 @@ def test_the_lifetime_budget_terminates_the_sandbox() -> None:
     assert not sandbox.host_dir.exists()
 
 
-def _create_and_run_in_child(factory: Callable[..., Awaitable[LocalSandbox]]) -> str:
-    async def use() -> str:
-        sandbox = await factory(ENV_DIR, 60)
-        try:
-            return (await sandbox.run_command("pwd")).stdout.strip()
-        finally:
-            await sandbox.cleanup()
-
-    return asyncio.run(use())
-
-
 def test_a_preset_factory_pickles_and_works_in_a_spawned_process() -> None:
     factory = functools.partial(local_sandbox_factory, limits=ResourceLimits(cpu_seconds=5))
     assert pickle.loads(pickle.dumps(factory)).keywords == factory.keywords
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        assert pool.apply(_create_and_run_in_child, (factory,)) == "/app"
+        assert pool.apply(create_and_run_pwd, (factory,)) == "/app"
 
 
 def test_the_sandbox_refuses_to_start_without_isolation(monkeypatch) -> None:

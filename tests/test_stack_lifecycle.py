@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from local_stack import config, registry
+from local_stack import config, registry, supervisor
 from local_stack.supervisor import (
     ensure_local_stack,
     running_local_stack,
@@ -36,6 +36,7 @@ KERNEL = (
     "sys.stdin.read()\n"  # attached until the test closes stdin
 )
 HANG_SECONDS = 180  # generous bounds that only catch hangs
+IDLE_SECONDS = 1.2  # the idle limit of the idle-stop test: short, since the test waits 4 of it
 
 
 def start_kernel(storage: Path, **env: str) -> subprocess.Popen[str]:
@@ -64,6 +65,14 @@ def release(kernel: subprocess.Popen[str]) -> None:
 
 def servers(storage: Path) -> list[psutil.Process]:
     return server_processes(**{config.STORAGE_DIR_VAR: str(storage)})
+
+
+def exited(pid: int) -> bool:
+    """Gone, or a zombie: a stopped stack's parent may not have reaped it yet."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def wait_until(condition, what: str) -> None:
@@ -135,14 +144,14 @@ def test_stop_stops_the_stack_whoever_started_it(shared) -> None:
 
 
 def test_an_idle_stack_stops_once_its_last_kernel_is_gone(tmp_path: Path) -> None:
-    """Idle limit 3 s: a kernel that stays attached keeps the stack far beyond it; once the
-    kernel exits, the stack stops by itself and removes its record."""
-    idle = {config.IDLE_MINUTES_VAR: "0.05"}
+    """A short idle limit: a kernel that stays attached keeps the stack four times beyond
+    it; once the kernel exits, the stack stops by itself and removes its record."""
+    idle = {config.IDLE_MINUTES_VAR: str(IDLE_SECONDS / 60)}
     kernel = start_kernel(tmp_path, **idle)
     try:
         pid = attached(kernel)["pid"]
-        time.sleep(4 * 3)
-        assert psutil.pid_exists(pid), "the stack stopped under an attached kernel"
+        time.sleep(4 * IDLE_SECONDS)
+        assert not exited(pid), "the stack stopped under an attached kernel"
     finally:
         release(kernel)
     wait_until(lambda: not servers(tmp_path.resolve()), "the idle stack to stop")
@@ -199,8 +208,13 @@ def test_a_hung_stack_is_replaced_never_joined(tmp_path: Path) -> None:
     hung = ensure_local_stack(storage)
     os.kill(hung.pid, signal.SIGSTOP)
     try:
-        fresh = ensure_local_stack(storage)
-        assert fresh.pid != hung.pid and not psutil.pid_exists(hung.pid)
+        # The same path with shorter waits: 1 s of patience, not 15, and 1 s (not 10) for
+        # the SIGTERM that a stopped process never acts on, before the SIGKILL.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(supervisor, "HEALTH_PATIENCE_SECONDS", 1.0)
+            patch.setattr(supervisor, "STOP_TIMEOUT_SECONDS", 1.0)
+            fresh = ensure_local_stack(storage)
+        assert fresh.pid != hung.pid and exited(hung.pid)
         assert [p.pid for p in servers(storage)] == [fresh.pid]
     finally:
         if psutil.pid_exists(hung.pid):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.stack_watch import LATE_CELL_GRACE_SECONDS
 from tests.kernel_support import bar_styles, loop_cell, run, started_kernel
 
 LOG = Path("/nonexistent/stack/stack.log")  # only quoted, never opened
@@ -77,13 +78,18 @@ def test_running_cell_stops_within_seconds(kernel, stand_in, cell: str) -> None:
 
 def test_cell_started_after_the_death_stops_after_its_grace(kernel, stand_in) -> None:
     _, client = kernel
-    watch(client, stand_in)
-    stand_in.kill()
-    time.sleep(1.5)  # the kernel is idle when the stack dies: nothing to stop yet
-    started = time.monotonic()
-    reply, errors = run(client, "import time\ntime.sleep(120)")
-    assert_stopped_in_one_sentence(reply, errors)
-    assert time.monotonic() - started < 60  # hangs only: the cell sleeps 120 s
+    # A 1 s grace instead of 5 s, the same path; the module's kernel gets its own back after.
+    run(client, "import helpers.stack_watch as sw\nsw.LATE_CELL_GRACE_SECONDS = 1.0")
+    try:
+        watch(client, stand_in)
+        stand_in.kill()
+        time.sleep(1.5)  # the kernel is idle when the stack dies: nothing to stop yet
+        started = time.monotonic()
+        reply, errors = run(client, "import time\ntime.sleep(120)")
+        assert_stopped_in_one_sentence(reply, errors)
+        assert time.monotonic() - started < 60  # hangs only: the cell sleeps 120 s
+    finally:
+        run(client, f"sw.LATE_CELL_GRACE_SECONDS = {LATE_CELL_GRACE_SECONDS}")
 
 
 def test_stop_button_still_shows_an_interruption(kernel, stand_in) -> None:
