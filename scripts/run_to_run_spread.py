@@ -58,14 +58,9 @@ async def one_run(course, name: str, staleness: int, eval_rows: list[dict]) -> d
         return random.Random(f"{SEED}-{step}").sample(course.train_rows, GROUPS_PER_STEP)
 
     await run_loop(training_client, course, settings, rows_for_step, STEPS, staleness, Timeline())
+    sampling = {"model_name": course.model_name, "max_tokens": MAX_TOKENS, "temperature": 1.0}
     policy = await sail_policy(
-        training_client,
-        course.service_client,
-        course.adapter_config,
-        f"{name}-eval",
-        model_name=course.model_name,
-        max_tokens=MAX_TOKENS,
-        temperature=1.0,
+        training_client, course.service_client, course.adapter_config, f"{name}-eval", **sampling
     )
     scores = await evaluate(policy, eval_rows, course.renderer, EVAL_SAMPLES)
     return {"scores": scores, "se": standard_errors(scores)}
