@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import urllib.error
 from pathlib import Path
 
 import nbformat
@@ -46,10 +45,8 @@ HANG_SECONDS = 120.0
 @pytest.mark.parametrize("value", [-0.5, 601, "fast", True, [1], None, "nan"])
 def test_train_latency_out_of_range_is_refused_and_changes_nothing(local_stack, value):
     before = get_knobs(local_stack.url)
-    with pytest.raises(urllib.error.HTTPError) as refused:
+    with pytest.raises(ValueError, match=r"^train_latency must be"):  # the stack's 400, in words
         set_knobs(local_stack.url, latency=1.0, train_latency=value)
-    assert refused.value.code == 400
-    assert "train_latency" in refused.value.read().decode()
     assert get_knobs(local_stack.url) == before
 
 
