@@ -375,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         return 0
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops the runs, as Ctrl-C does
+    # A shell starts a background job (`make sweep &`) with SIGINT ignored, and Python then
+    # keeps it ignored: Ctrl-C and `kill -INT` would do nothing. Listen for it regardless.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with local_stack_for("local" if "local" in backends else "cloud"):
         code = Sweep(runs, jobs).run()
     if code != INTERRUPTED:
