@@ -37,5 +37,9 @@ def _call(url: str, route: str, body: dict[str, Any] | None = None) -> dict[str,
             return json.load(reply)
     except urllib.error.HTTPError as error:
         if 400 <= error.code < 500:  # a knob out of range: the stack's one sentence says which
-            raise ValueError(json.load(error)["error"]["message"]) from None
+            try:
+                message = json.load(error)["error"]["message"]
+            except (ValueError, KeyError, TypeError):  # not the control plane's JSON error
+                raise error from None
+            raise ValueError(message) from None
         raise
