@@ -1,8 +1,13 @@
 """Notebook 04 resumes from the exact crash windows of its loop, and keeps learning.
 
+Two tests. `test_notebook_runs_with_small_parameters` is notebook 04's one run in `make test`
+(see conftest.py): small parameters, killed once in the crash window and re-run to the end,
+so a resume that loses, repeats or restarts a step fails the fast suite. The scenario in
+`make test-notebooks` kills at both windows of a longer run and also checks it learned.
+
 A step ends with two writes: its metrics line (`RunLog.append`), then the state that
-records it as done and names its `save_state` checkpoint (`RunLog.commit`). The kernel is
-SIGKILLed right after the metrics write of one step (before the commit) and, in the
+records it as done and names its `save_state` checkpoint (`RunLog.commit`). In the scenario
+the kernel is SIGKILLed right after the metrics write of one step (before the commit) and, in the
 re-run, right after the commit of a later step; a third run finishes. After each kill and
 each re-run this checks, from the run folder and the local stack's storage:
 - every step's metrics line is on disk exactly once, in order;
@@ -23,12 +28,14 @@ import json
 import shutil
 from pathlib import Path
 
+import nbformat
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
 from tests import test_notebooks
 from tests.test_notebooks import (
+    SMALL_PARAMETERS,
     all_text_under,
     assert_no_key_leaks,
     finish,
@@ -52,10 +59,12 @@ MIN_FORMAT_GAIN = 0.0
 HELD_OUT = "unseen facts"  # notebook 04's name for the held-out problems
 
 
-def run_notebook(env: dict, out: Path, kill_at: str | None = None) -> str:
+def run_notebook(
+    env: dict, out: Path, kill_at: str | None = None, parameters: dict = PARAMETERS
+) -> str:
     """Run notebook 04; with `kill_at`, its kernel dies there and the run must fail."""
     env = {**env, "COURSE_TEST_KILL_AT": kill_at} if kill_at else env
-    code, log = finish(papermill(NOTEBOOK, out, PARAMETERS, env))
+    code, log = finish(papermill(NOTEBOOK, out, parameters, env))
     if kill_at:
         assert code != 0 and "DeadKernelError" in log, f"not killed at {kill_at}: {log[-2000:]}"
     else:
@@ -110,8 +119,9 @@ def assert_continued_from(roots: tuple[Path, Path], saved: str, models_before: s
     assert adam_steps(first_state) == adam_steps(saved_dir) + 1
 
 
-def test_04_resumes_exactly_from_each_crash_window(run_env: dict, tmp_path: Path) -> None:
-    runs = Path(run_env["COURSE_RUNS_DIR"])
+def install_crash_hook(run_env: dict, tmp_path: Path) -> tuple[Path, Path]:
+    """Give the test's kernels the crash-window hook; return where checkpoints are found:
+    the stack's storage, and the copies the hook keeps of deleted ones."""
     storage = Path(run_env["COURSE_LOCAL_STACK_DIR"]) / "tinker"  # the stack's checkpoints
     roots = (storage, tmp_path / "deleted-checkpoints")
     run_env["COURSE_TEST_EVIDENCE_DIR"] = str(roots[1])
@@ -119,6 +129,41 @@ def test_04_resumes_exactly_from_each_crash_window(run_env: dict, tmp_path: Path
     startup = tmp_path / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True)
     shutil.copy(HOOK, startup / "00-crash-window.py")
+    return roots
+
+
+def test_notebook_runs_with_small_parameters(run_env: dict, tmp_path: Path) -> None:
+    """Notebook 04's small run: killed after step 1's metrics line, before its commit; the
+    re-run redoes step 1 from step 0's saved weights and Adam state, then finishes."""
+    runs = Path(run_env["COURSE_RUNS_DIR"])
+    roots = install_crash_hook(run_env, tmp_path)
+    # The local defaults' 8 groups of 8 a step, so steps 0 and 1 each train (a step whose
+    # groups are all degenerate is skipped, and would leave nothing to resume from): in
+    # groups of 2, step 0 trained nothing in 2 runs of 3.
+    small = {**SMALL_PARAMETERS[NOTEBOOK], "group_size": 8, "groups_per_step": 8}
+    small["run_name"] = RUN_NAME
+    steps = small["steps"]
+    logs = [run_notebook(run_env, tmp_path / "first.ipynb", "append:1", small)]
+    assert metrics_steps(runs, RUN_NAME) == [0, 1]
+    state = run_state(runs)
+    assert state["completed_steps"] == 1
+
+    before = models(roots[0])
+    logs.append(run_notebook(run_env, tmp_path / "second.ipynb", parameters=small))
+    assert_continued_from(roots, state["checkpoint"], before)
+    assert metrics_steps(runs, RUN_NAME) == list(range(steps))
+    assert run_state(runs)["completed_steps"] == steps
+    executed = nbformat.read(tmp_path / "second.ipynb", as_version=4)
+    errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
+    assert (Path(run_env["COURSE_LOCAL_STACK_DIR"]) / "stack.log").exists()
+    assert_no_key_leaks(*logs, all_text_under(tmp_path))
+
+
+def test_04_resumes_exactly_from_each_crash_window(run_env: dict, tmp_path: Path) -> None:
+    runs = Path(run_env["COURSE_RUNS_DIR"])
+    roots = install_crash_hook(run_env, tmp_path)
+    storage = roots[0]
 
     # 1. Killed after step 2's metrics line, before its commit: step 2 must run again.
     logs = [run_notebook(run_env, tmp_path / "first.ipynb", kill_at="append:2")]
