@@ -56,14 +56,15 @@ def test_train_latency_is_read_from_the_environment(monkeypatch):
 
 
 def test_a_held_step_delays_its_model_but_not_sampling(local_stack, renderer):
-    """forward_backward answers at once; optim_step (the end of the step) only after the
-    latency; a save queued behind it waits for it; and Sail samples in the meantime."""
+    """forward_backward answers before the latency is over; optim_step (the end of the step)
+    only after it; a save queued behind it waits for it; and Sail samples in the meantime.
+    (Which of forward_backward and the sampling ends first is a race: both run at once.)"""
     set_knobs(local_stack.url, train_latency=HELD_SECONDS)
     try:
         finished = asyncio.run(_step_while_sampling(renderer))
     finally:
         set_knobs(local_stack.url, train_latency=0.0)
-    assert finished["forward_backward"] < finished["sampling"] < finished["optim_step"]
+    assert max(finished["forward_backward"], finished["sampling"]) < HELD_SECONDS
     assert HELD_SECONDS <= finished["optim_step"] <= finished["save"] < HANG_SECONDS
 
 
