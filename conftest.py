@@ -29,7 +29,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The one papermill run per notebook with small parameters stays in `make test`: it proves
-# each notebook runs end to end. Every other whole-notebook run is a scenario (defaults under
+# each notebook runs end to end (notebook 04's is killed mid-run and re-run, so it proves the
+# resume too: tests/test_resume.py). Every other whole-notebook run is a scenario (defaults under
 # nbval, faults, kills, exercises, other platforms) and belongs to `make test-notebooks`.
 SMOKE_TEST = "test_notebook_runs_with_small_parameters"
 SCENARIO_MODULES = {"test_results.py", "test_sweep.py", "test_exercises.py"}
