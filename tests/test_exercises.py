@@ -22,7 +22,7 @@ import nbformat
 import pytest
 
 from local_stack.supervisor import stop_local_stack
-from tests.test_notebooks import ROOT, assert_no_key_leaks
+from tests.test_notebooks import ROOT, assert_no_key_leaks, error_outputs
 from tests.test_results import PROBE, environment, printed, probe, run, succeeded
 from tests.test_sweep import AFTER, BEFORE, SWEEP, TINY, fixture_runs  # noqa: F401 (fixture)
 
@@ -54,10 +54,6 @@ def with_probe(
     path = folder / f"edited-{notebook}"
     nbformat.write(nb, path)
     return path
-
-
-def errors(executed: nbformat.NotebookNode) -> list:
-    return [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +98,7 @@ def run_03(folders, factory, name: str, parameters: dict, edits=()) -> tuple[dic
     folder = folder_for(folders, factory, name)
     notebook = with_probe(NOTEBOOK_03, folder, PROBE_03, list(edits))
     executed = succeeded(run(notebook, folder / "out.ipynb", parameters, environment(folder)))
-    assert not errors(executed)
+    assert not error_outputs(executed)
     return probe(executed), executed.metadata["log"] + (folder / "out.ipynb").read_text()
 
 
@@ -333,7 +329,7 @@ def edited_07(folders, tmp_path_factory) -> tuple[nbformat.NotebookNode, dict]:
     notebook = with_probe(NOTEBOOK_07, folder, PROBE_07, edits)
     parameters = {"group_size": 8, "simulated_boot_seconds": 0.2}
     executed = succeeded(run(notebook, folder / "out.ipynb", parameters, environment(folder)))
-    assert not errors(executed)
+    assert not error_outputs(executed)
     return executed, probe(executed)
 
 
@@ -414,7 +410,7 @@ def longer_run_shipped(folders, tmp_path_factory) -> tuple[Path, nbformat.Notebo
     )
     notebook = with_probe(NOTEBOOK_08, folder, PROBE_08, steps=STEPS_08)
     executed = succeeded(run(notebook, folder / "08.ipynb", SMALL_08, env))
-    assert not errors(executed)
+    assert not error_outputs(executed)
     return folder, executed, probe(executed)
 
 

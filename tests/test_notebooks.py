@@ -88,6 +88,11 @@ def assert_no_key_leaks(*texts: str) -> None:
             assert value not in text, f"{name} leaked"
 
 
+def error_outputs(executed: nbformat.NotebookNode) -> list:
+    """The error outputs of an executed notebook, in cell order."""
+    return [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+
+
 def all_text_under(folder: Path) -> str:
     return "".join(p.read_bytes().decode("latin-1") for p in folder.rglob("*") if p.is_file())
 
@@ -99,8 +104,7 @@ def test_notebook_runs_with_small_parameters(notebook: str, run_env: dict, tmp_p
     code, log = finish(papermill(notebook, out, SMALL_PARAMETERS[notebook], run_env))
     assert code == 0, log[-3000:]
     executed = nbformat.read(out, as_version=4)
-    errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    assert not errors
+    assert not error_outputs(executed)
     assert (tmp_path / "stack" / "stack.log").exists()
     assert_no_key_leaks(log, all_text_under(tmp_path))
 
@@ -224,6 +228,6 @@ def test_04_dead_stack_fails_in_one_sentence_and_the_rerun_resumes(
     sentence = f"The local stack (pid {server.pid}) stopped; its log is {stack_log}, and re-running"
     assert sentence in log and stack_log.exists()
     executed = nbformat.read(tmp_path / "first.ipynb", as_version=4)
-    [error] = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    [error] = error_outputs(executed)
     assert error.ename == "LocalStackStoppedError" and len(error.traceback) == 1
     assert_rerun_resumes(parameters, run_env, tmp_path)

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import test_notebooks
-from test_notebooks import SMALL_PARAMETERS, finish, papermill
+from test_notebooks import SMALL_PARAMETERS, error_outputs, finish, papermill
 
 from helpers import params
 from helpers.errors import CourseConfigError
@@ -402,6 +402,6 @@ def test_a_run_whose_rollouts_all_fail_ends_non_zero_in_one_sentence(
     )
     assert code != 0
     executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
-    [error] = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    [error] = error_outputs(executed)
     assert error.ename == "AllRolloutsFailedError" and len(error.traceback) == 1
     assert error.evalue.startswith("All 10 rollouts failed") and error.evalue in log

@@ -94,7 +94,7 @@ async def _step_while_sampling(renderer) -> dict[str, float]:
     return finished
 
 
-# Small enough to run in about a minute and a half, with latencies long enough that the
+# Small enough to run in a little over a minute, with latencies long enough that the
 # notebook's own timing checks hold on a busy machine.
 SMALL = {
     "steps": 4,

@@ -38,6 +38,7 @@ from tests.test_notebooks import (
     SMALL_PARAMETERS,
     all_text_under,
     assert_no_key_leaks,
+    error_outputs,
     finish,
     metrics_steps,
     papermill,
@@ -154,8 +155,7 @@ def test_notebook_runs_with_small_parameters(run_env: dict, tmp_path: Path) -> N
     assert metrics_steps(runs, RUN_NAME) == list(range(steps))
     assert run_state(runs)["completed_steps"] == steps
     executed = nbformat.read(tmp_path / "second.ipynb", as_version=4)
-    errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    assert not errors
+    assert not error_outputs(executed)
     assert (Path(run_env["COURSE_LOCAL_STACK_DIR"]) / "stack.log").exists()
     assert_no_key_leaks(*logs, all_text_under(tmp_path))
 

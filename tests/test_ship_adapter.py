@@ -45,6 +45,7 @@ from tests.sail_support import (
 from tests.test_notebooks import (
     all_text_under,
     assert_no_key_leaks,
+    error_outputs,
     finish,
     papermill,
     run_env,  # noqa: F401 (the fixture)
@@ -404,8 +405,7 @@ def test_run_state_reader_tolerates_other_layouts(tmp_path: Path) -> None:
 def outputs_text(path: Path) -> tuple[str, list]:
     executed = nbformat.read(path, as_version=4)
     text = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
-    errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    return text, errors
+    return text, error_outputs(executed)
 
 
 SMALL = {

@@ -20,7 +20,7 @@ import nbformat
 import numpy as np
 import pytest
 import test_notebooks
-from test_notebooks import kill_everything_started_with
+from test_notebooks import error_outputs, kill_everything_started_with
 
 from helpers.params import HELD_OUT_METRICS
 from sweeps.compare import RATIOS, comparison_table, seed_spread, seeds_needed
@@ -112,7 +112,7 @@ def assert_finished_run(folder: Path, steps: int) -> None:
     assert json.loads((folder / "state.json").read_text())["completed_steps"] == steps
     executed = nbformat.read(folder / "04_training_loop.ipynb", as_version=4)
     assert executed.metadata.papermill.parameters["run_name"] == folder.name
-    assert not [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not error_outputs(executed)
 
 
 def test_a_tiny_sweep_leaves_a_folder_per_run_and_survives_a_failed_run(
