@@ -1,20 +1,32 @@
 """Everything the local stack reads from its surroundings, in one place.
 
-The keys are obviously fake: the stack accepts only these, and they are safe to print. Every
-environment variable the stack honours is named here, with its default.
+The keys are obviously fake and safe to print. Every environment variable the stack honours
+is named here, with its default.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
+from functools import cache
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 
-SAIL_API_KEY = "sk_local_stack"
-TINKER_API_KEY = "tml-local-stack"
+# A key names its client: `tml-local-<client>` for Tinker, `sk_local_<client>` for Sail. The
+# stack keeps each client's runs, files, LoRAs and settings apart, as the real services keep
+# one organisation's from another's. Every process that connects gets its own client name
+# (`process_client`); the fixed pair below is the client "stack", for a shell pointed at the
+# stack by hand (`python -m local_stack`).
+TINKER_KEY_PREFIX = "tml-local-"
+SAIL_KEY_PREFIX = "sk_local_"
+CLIENT_NAME = re.compile(r"[a-z0-9]{1,32}")
+SHELL_CLIENT = "stack"
+SAIL_API_KEY = SAIL_KEY_PREFIX + SHELL_CLIENT
+TINKER_API_KEY = TINKER_KEY_PREFIX + SHELL_CLIENT
 
 # Environment variables (all optional).
 STORAGE_DIR_VAR = "COURSE_LOCAL_STACK_DIR"  # checkpoints; default runs/local-stack
@@ -64,3 +76,25 @@ def knob_settings_from_env() -> dict[str, str]:
         "seed": SAIL_SEED_VAR,
     }
     return {knob: os.environ[var] for knob, var in names.items() if os.environ.get(var)}
+
+
+def client_keys(client: str) -> dict[str, str]:
+    """The Tinker and Sail keys that name `client`."""
+    if not CLIENT_NAME.fullmatch(client):
+        raise ValueError(f"a client name is 1-32 lowercase letters or digits, not {client!r}")
+    return {"TINKER_API_KEY": TINKER_KEY_PREFIX + client, "SAIL_API_KEY": SAIL_KEY_PREFIX + client}
+
+
+def client_from_key(key: str, prefix: str) -> str | None:
+    """The client a key names, or None if it is not one of the local stack's keys."""
+    client = key.removeprefix(prefix)
+    if client == key or not CLIENT_NAME.fullmatch(client):
+        return None
+    return client
+
+
+@cache
+def process_client() -> str:
+    """This process's client name: random, so no other process can guess it, and the same for
+    the process's whole life, so a kernel that reconnects still owns what it created."""
+    return secrets.token_hex(8)

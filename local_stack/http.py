@@ -10,7 +10,6 @@ which would turn a bug in the stack into a notebook that hangs.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -18,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from local_stack.config import SAIL_KEY_PREFIX, client_from_key
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +43,16 @@ class ApiError(Exception):
         self.code = code
 
 
+CLIENT = web.RequestKey("client", str)  # the client a request's key names ("" on keyless routes)
+
+
 @dataclass(frozen=True)
 class ServiceStyle:
     """How one service authenticates and how it spells an error body."""
 
     name: str
-    authorized: Callable[[web.Request], bool]
+    # The client the request's key names, "" for a route that needs no key, None if refused.
+    client_of: Callable[[web.Request], str | None]
     unauthorized: ApiError
     error_body: Callable[[ApiError], dict]
     # Exceptions from lower layers that mean "the request is wrong", mapped to a status.
@@ -60,8 +65,10 @@ def service_middleware(style: ServiceStyle) -> Callable:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            if not style.authorized(request):
+            client = style.client_of(request)
+            if client is None:
                 raise style.unauthorized
+            request[CLIENT] = client
             return await handler(request)
         except web.HTTPException:
             raise  # aiohttp's own answers (404 for an unknown route, 405, ...)
@@ -87,12 +94,15 @@ def service_app(style: ServiceStyle) -> web.Application:
     return web.Application(middlewares=[service_middleware(style)])
 
 
-def bearer_key(key: str) -> Callable[[web.Request], bool]:
-    """An `authorized` check: the request carries `Authorization: Bearer <key>`."""
-    expected = f"Bearer {key}".encode()
-    return lambda request: hmac.compare_digest(
-        request.headers.get("Authorization", "").encode(), expected
-    )
+def bearer_client(request: web.Request) -> str | None:
+    """The client named by `Authorization: Bearer sk_local_<client>`, or None."""
+    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+    return client_from_key(key, SAIL_KEY_PREFIX) if scheme == "Bearer" else None
+
+
+def no_key(request: web.Request) -> str:
+    """For routes anyone on loopback may call (a signed URL is its own permission)."""
+    return ""
 
 
 async def read_json(request: web.Request, *, max_bytes: int, json_type_only: bool = False) -> Any:

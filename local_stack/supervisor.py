@@ -299,12 +299,12 @@ def _wait_until_exited(process: psutil.Process) -> None:
 
 
 def _point_sdks_at(url: str) -> None:
-    """Set the four SDK variables, keep loopback off any proxy, and drop cached transports."""
+    """Set the four SDK variables (with this process's own keys), keep loopback off any proxy,
+    and drop cached transports."""
     values = {
         "SAIL_API_URL": url,
-        "SAIL_API_KEY": config.SAIL_API_KEY,
         "TINKER_BASE_URL": url,
-        "TINKER_API_KEY": config.TINKER_API_KEY,
+        **config.client_keys(config.process_client()),
     }
     for name in _NO_PROXY_NAMES:
         hosts = [h for h in os.environ.get(name, "").split(",") if h]

@@ -64,8 +64,10 @@ def test_interrupted_loop_says_how_far_it_got_in_one_line(kernel, blocking, inte
 @pytest.mark.parametrize(
     "cell",
     [
-        "import asyncio\nprint('go', flush=True)\nawait asyncio.sleep(120)",
-        "import time\nprint('go', flush=True)\ntime.sleep(120)",
+        # 'go' and the wait share line 3: an interrupt that lands while print is still
+        # flushing would otherwise name line 2 (seen under load).
+        "import asyncio\n\nprint('go', flush=True); await asyncio.sleep(120)",
+        "import time\n\nprint('go', flush=True); time.sleep(120)",
     ],
     ids=["awaiting", "blocking"],
 )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from typing import Any
 
-from local_stack.config import SAIL_API_KEY
+from local_stack.config import SAIL_API_KEY, SAIL_KEY_PREFIX
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -30,7 +31,7 @@ def _call(url: str, route: str, body: dict[str, Any] | None = None) -> dict[str,
     request = urllib.request.Request(
         url.rstrip("/") + route,
         data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {SAIL_API_KEY}", "Content-Type": "application/json"},
+        headers={"Authorization": f"Bearer {_key()}", "Content-Type": "application/json"},
     )
     try:
         with _NO_PROXY.open(request, timeout=30) as reply:
@@ -43,3 +44,10 @@ def _call(url: str, route: str, body: dict[str, Any] | None = None) -> dict[str,
                 raise error from None
             raise ValueError(message) from None
         raise
+
+
+def _key() -> str:
+    """This process's Sail key while it uses the local stack (`connect` set it), else the
+    shell client's: the control plane answers each client about its own settings."""
+    key = os.environ.get("SAIL_API_KEY", "")
+    return key if key.startswith(SAIL_KEY_PREFIX) else SAIL_API_KEY

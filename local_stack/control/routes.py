@@ -1,6 +1,6 @@
 """HTTP for the control plane: `GET/POST /local/config` and `GET /local/stats`.
 
-Mounted as its own sub-app at `/local`. It answers only with the Sail key (the knobs change
+Mounted as its own sub-app at `/local`. It answers only with a Sail key (the knobs change
 what Sail and Tinker answer), and a POST must be `application/json`, which a cross-origin
 web page cannot send without the browser asking first.
 """
@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from local_stack.config import SAIL_API_KEY
+from local_stack.config import SAIL_API_KEY, SAIL_KEY_PREFIX
 from local_stack.control.knobs import Knobs
-from local_stack.http import ApiError, ServiceStyle, bearer_key, read_json, service_app
+from local_stack.http import ApiError, ServiceStyle, bearer_client, read_json, service_app
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -22,8 +22,11 @@ STATS = web.AppKey("stats", Callable[[], dict])
 
 CONTROL_STYLE = ServiceStyle(
     name="control",
-    authorized=bearer_key(SAIL_API_KEY),
-    unauthorized=ApiError(f"the control routes need 'Bearer {SAIL_API_KEY}'", status=401),
+    client_of=bearer_client,
+    unauthorized=ApiError(
+        f"the control routes need 'Bearer {SAIL_KEY_PREFIX}<client>', e.g. 'Bearer {SAIL_API_KEY}'",
+        status=401,
+    ),
     error_body=lambda error: {"error": {"message": str(error), "status": error.status}},
     client_errors=((ValueError, 400),),  # knob values out of range
 )

@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from local_stack.config import SAIL_API_KEY
+from local_stack.config import SAIL_API_KEY, SAIL_KEY_PREFIX
 from local_stack.control.knobs import Knobs
 from local_stack.engine.compute import run_compute
-from local_stack.http import ApiError, ServiceStyle, bearer_key, read_json, service_app
+from local_stack.http import ApiError, ServiceStyle, bearer_client, read_json, service_app
 from local_stack.sail.files import read_upload
 from local_stack.sail.loras import parse_create_body
 from local_stack.sail.requests import parse_sampling_request
@@ -45,9 +45,10 @@ def _error_body(error: ApiError) -> dict:
 
 SAIL_STYLE = ServiceStyle(
     name="sail",
-    authorized=bearer_key(SAIL_API_KEY),
+    client_of=bearer_client,
     unauthorized=ApiError(
-        f"invalid or missing API key (the local stack accepts SAIL_API_KEY={SAIL_API_KEY})",
+        f"invalid or missing API key (the local stack accepts {SAIL_KEY_PREFIX}<client> keys, "
+        f"<client> 1-32 lowercase letters or digits, e.g. SAIL_API_KEY={SAIL_API_KEY})",
         status=401,
     ),
     error_body=_error_body,

@@ -3,7 +3,7 @@ and RestClient call on the course's path. Handlers parse (`requests`), call the 
 (`service`) and encode its answer (JSON, or protobuf through `wire`); nothing else.
 
 The wire contract, as the SDK's source defines it:
-- Every `/api/v1` request carries `X-API-Key`; only `TINKER_API_KEY` is accepted (401 else).
+- Every `/api/v1` request carries `X-API-Key`, a `tml-local-<client>` key (401 else).
   The sub-app's middleware (`local_stack.http`) checks it and maps errors to `{"detail"}`.
 - Training requests answer a future, `{request_id, model_id}`, and the SDK then polls
   `/api/v1/retrieve_future`. Polls are held open until the result exists (long polling),
@@ -29,11 +29,11 @@ from typing import Any
 from aiohttp import web
 from tinker import types
 
-from local_stack.config import TINKER_API_KEY
+from local_stack.config import TINKER_API_KEY, TINKER_KEY_PREFIX, client_from_key
 from local_stack.control.knobs import Knobs
 from local_stack.engine.checkpoints import CheckpointNotFound, CheckpointStore
 from local_stack.engine.trainer import ForwardBackwardResult
-from local_stack.http import ApiError, Handler, ServiceStyle, service_app
+from local_stack.http import ApiError, Handler, ServiceStyle, no_key, service_app
 from local_stack.tinker import requests, wire
 from local_stack.tinker.requests import Queued
 from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
@@ -48,9 +48,13 @@ PUBLIC_URL = web.AppKey("tinker_public_url", str)
 
 API_STYLE = ServiceStyle(
     name="Tinker",
-    authorized=lambda request: request.headers.get("X-API-Key") == TINKER_API_KEY,
+    client_of=lambda request: client_from_key(
+        request.headers.get("X-API-Key", ""), TINKER_KEY_PREFIX
+    ),
     unauthorized=ApiError(
-        f"invalid Tinker API key: the local stack accepts {TINKER_API_KEY!r}", status=401
+        f"invalid Tinker API key: the local stack accepts {TINKER_KEY_PREFIX}<client> keys "
+        f"(<client>: 1-32 lowercase letters or digits), e.g. {TINKER_API_KEY!r}",
+        status=401,
     ),
     error_body=lambda error: {"detail": str(error)},
     client_errors=(
@@ -64,7 +68,7 @@ API_STYLE = ServiceStyle(
 ARCHIVE_STYLE = dataclasses.replace(
     API_STYLE,
     name="Tinker archive",
-    authorized=lambda request: True,
+    client_of=no_key,
     client_errors=((CheckpointNotFound, 404), (ValueError, 404)),
 )
 
