@@ -18,7 +18,7 @@ export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
 
-.PHONY: run sweep test test-notebooks lab bench lint install helpers wheelhouse doctor stop clean clean-notebooks
+.PHONY: run sweep test test-notebooks lab bench lint install docs helpers wheelhouse doctor stop clean clean-notebooks
 
 # Refuse an older Python in one sentence, before a .venv is created with it. (doctor, stop
 # and clean still run, so doctor can say what else to fix.)
@@ -69,6 +69,11 @@ lab: $(STAMP)
 ## make bench: speed measurements (ratios, side by side in one run)
 bench: $(STAMP)
 	@for b in bench/[a-z]*.py; do echo "== $$b"; $(PYTHON) -m bench.$$(basename $$b .py) || exit 1; done
+
+## make docs: rewrite the parameters cells, check calls and parameter tables from
+## helpers/notebook_parameters.py, where each parameter is declared once
+docs: $(STAMP)
+	$(PYTHON) scripts/make_docs.py
 
 ## make helpers: rebuild helpers/{scoring,serving,training,pipelined}.py from the notebooks' `# @save` cells
 helpers: $(STAMP)

@@ -1,53 +1,42 @@
 """Each backend's defaults for the parameters a notebook leaves as None.
 
-Settings that depend on the model behind the backend: Kimi K2.6 thinks at length and
-needs the guide's small learning rate; the local tiny model answers in ~20 tokens and,
-with ~100k parameters, needs a much larger one. Sizes that drive a cloud bill default to
-the guide's own scale there (7 steps) and a short evaluation; locally they cost nothing,
-so they are long enough to show learning. Imports nothing heavy: the check cells use it.
+They are declared with the parameters (`helpers.notebook_parameters`): settings that depend
+on the model behind the backend (Kimi K2.6 thinks at length and needs the guide's small
+learning rate; the tiny local model answers in ~20 tokens and needs a much larger one), and
+sizes that drive a cloud bill, which default to the guide's own scale there and are long
+enough to show learning locally, where they cost nothing. Imports nothing heavy.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# The model's settings, and notebook 04's sizes (`helpers.connect` hands these to every
-# notebook as `course.defaults`).
-BACKEND_DEFAULTS = {
-    "local": {
-        "max_tokens": 24,
-        "learning_rate": 1e-3,
-        "steps": 90,
-        "eval_problems": 100,
-        "eval_samples": 4,
-    },
-    "cloud": {
-        "max_tokens": 1024,
-        "learning_rate": 1e-5,
-        "steps": 7,
-        "eval_problems": 50,
-        "eval_samples": 2,
-    },
-}
+from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
 
-# Other notebooks' sizes that drive a cloud bill, where they differ from notebook 04's.
+# Notebook 04's parameters set the model's settings and the training loop's sizes, which
+# `helpers.connect` hands to every notebook as `course.defaults`.
+LOOP_NOTEBOOK = "04_training_loop"
+
+
+def _defaults(notebook: str, backend: str) -> dict[str, Any]:
+    return {
+        name: parameter.default(backend)
+        for name, parameter in NOTEBOOK_PARAMETERS[notebook].items()
+        if parameter.value is None
+    }
+
+
+BACKEND_DEFAULTS = {backend: _defaults(LOOP_NOTEBOOK, backend) for backend in ("local", "cloud")}
+# Every notebook's defaults, where it has parameters that may be None.
 NOTEBOOK_DEFAULTS = {
-    # Three runs of `steps` and a flex run, 32 rollouts a step; four models evaluated. In
-    # the cloud, 5 steps still leave the k = 3 run two steady steps to time.
-    "06_faster_loops": {
-        "local": {"steps": 8, "flex_steps": 5, "eval_problems": 60, "eval_samples": 4},
-        "cloud": {"steps": 5, "flex_steps": 4, "eval_problems": 25, "eval_samples": 2},
-    },
-    # The short run trained only when there is no run to ship: 64 rollouts a step.
-    "08_ship_the_adapter": {
-        "local": {"short_run_steps": 12},
-        "cloud": {"short_run_steps": 7},
-    },
+    notebook: {backend: _defaults(notebook, backend) for backend in ("local", "cloud")}
+    for notebook in NOTEBOOK_PARAMETERS
+    if _defaults(notebook, "local")
 }
 
 
 def with_defaults(backend: str, notebook: str | None = None, **values: Any) -> dict[str, Any]:
-    """`values` with each None replaced by `backend`'s default (`notebook`'s own first): a
-    value set explicitly wins."""
+    """`values` with each None replaced by `backend`'s default (`notebook`'s own first, then
+    the training loop's): a value set explicitly wins."""
     defaults = {**BACKEND_DEFAULTS[backend], **NOTEBOOK_DEFAULTS.get(notebook, {}).get(backend, {})}
     return {name: defaults[name] if value is None else value for name, value in values.items()}

@@ -1,8 +1,9 @@
 """Checks for notebook parameters, run before anything touches a server.
 
-Every parameter of every notebook has a range, written once as a rule in `RULES` (with
-`NOTEBOOK_RULES` for the few notebooks where a parameter's range differs). Each notebook's
-check cell passes all its parameters to `check_params`, which imports nothing heavy. A value
+Every parameter of every notebook is declared once, with its rule, in
+`helpers.notebook_parameters`; the rules are defined here, each able to `describe()` its
+range for the parameters cell's comment. Each notebook's check cell passes all its
+parameters to `check_params`, which imports nothing heavy. A value
 outside its range raises `CourseConfigError` with one sentence naming the parameter and the
 range, so a bad papermill `-p` fails in a second instead of mid-run (or, worse, "succeeds"
 having sampled nothing). The ranges are what the services accept, what each backend's data
@@ -20,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from helpers.defaults import with_defaults
 from helpers.errors import CourseConfigError
 
 BACKENDS = ("local", "cloud")
@@ -75,7 +75,14 @@ class Checking:
 
     def value(self, name: str) -> object:
         """Parameter `name`, with None replaced by the backend's default for it."""
-        return with_defaults(self.backend, self.notebook, **{name: self.values[name]})[name]
+        from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
+
+        value = self.values[name]
+        return (
+            NOTEBOOK_PARAMETERS[self.notebook][name].default(self.backend)
+            if value is None
+            else value
+        )
 
 
 def _refuse(
@@ -110,6 +117,9 @@ class Whole:
             allowed = f"a whole number from {self.low} to {self.high}"
             _refuse(name, allowed, value, self.why, self.none_ok)
 
+    def describe(self) -> str:
+        return f"{self.low} to {self.high}"
+
 
 @dataclass(frozen=True)
 class Number:
@@ -132,6 +142,11 @@ class Number:
             )
             _refuse(name, allowed, value, none_ok=self.none_ok)
 
+    def describe(self) -> str:
+        if self.above_low:
+            return f"above {self.low:g} and at most {self.high:g}"
+        return f"{self.low:g} to {self.high:g}"
+
 
 def _is_number(value: object, low: float, high: float, above_low: bool = False) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -149,6 +164,9 @@ class OneOf:
         if not any(type(value) is type(choice) and value == choice for choice in self.choices):
             _refuse(name, "one of " + ", ".join(map(repr, self.choices)), value)
 
+    def describe(self) -> str:
+        return " or ".join(python_literal(choice) for choice in self.choices)
+
 
 @dataclass(frozen=True)
 class Matches:
@@ -161,11 +179,34 @@ class Matches:
         if not isinstance(value, str) or not re.fullmatch(self.pattern, value):
             _refuse(name, self.allowed, value)
 
+    def describe(self) -> str:
+        return self.allowed
+
 
 def backend_with_keys(name: str, value: object, checking: Checking) -> None:
     check_backend(value)
 
 
+def described(text: str) -> Callable[[Rule], Rule]:
+    """Give a rule written as a function the `describe()` the rule classes have."""
+
+    def give(rule: Rule) -> Rule:
+        rule.describe = lambda: text  # type: ignore[attr-defined]
+        return rule
+
+    return give
+
+
+def python_literal(value: object) -> str:
+    """`value` as a parameters cell writes it: double-quoted strings, 1_000_000."""
+    if isinstance(value, str):
+        return '"' + value + '"'
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
+        return f"{value:_}"
+    return repr(value)
+
+
+@described(f"0 (greedy), or {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}")
 def temperature(name: str, value: object, checking: Checking) -> None:
     if value == 0 and not isinstance(value, bool):
         return  # greedy
@@ -174,12 +215,17 @@ def temperature(name: str, value: object, checking: Checking) -> None:
         _refuse(name, allowed, value)
 
 
+@described(" or ".join(f'"{window}"' for window in COMPLETION_WINDOWS))
 def completion_window(name: str, value: object, checking: Checking) -> None:
     if value in RETIRED_WINDOWS:
         raise CourseConfigError(f"{name} {value!r} is retired; use 'balanced' or 'flex'.")
     OneOf(COMPLETION_WINDOWS)(name, value)
 
 
+@described(
+    f"1 to the model's context ({CONTEXT_TOKENS['local']} locally, "
+    f"{CONTEXT_TOKENS['cloud']} in the cloud)"
+)
 def max_tokens(name: str, value: object, checking: Checking) -> None:
     """At most the model's context: the prompt takes part of it, and sampling stops there."""
     context = CONTEXT_TOKENS[checking.backend]
@@ -197,9 +243,12 @@ def problems(
         why = f"the {checking.backend} backend has {count} {split} problems"
         Whole(0 if index else 1, count - 1 if index else count, why, none_ok)(name, value)
 
-    return rule
+    low, last = (0, -1) if index else (1, 0)
+    local, cloud = (counts[backend] + last for backend in BACKENDS)
+    return described(f"{low} to {local} ({cloud} in the cloud)")(rule)
 
 
+@described("2 to steps - 1")
 def fewer_than_steps(name: str, value: object, checking: Checking) -> None:
     """Notebook 06's staleness: k = 1 is its second run already; the third shows what more
     batches in flight do, and a run of `steps` steps has at most steps - 1 in flight."""
@@ -213,67 +262,6 @@ PIPELINE_STEPS = Whole(3, 10_000, none_ok=True)
 SIMULATED_SECONDS = Number(0.0, 60.0)
 RUN_PATTERN = r"[A-Za-z0-9_.*?\[\]-]{1,64}"  # a glob that can only match a run's folder
 
-# The rule of each parameter, the same in every notebook that has it.
-RULES: dict[str, Rule] = {
-    "backend": backend_with_keys,
-    "example_index": problems(TRAIN_PROBLEMS, "training", index=True),
-    "ttl_seconds": Whole(MIN_TTL_SECONDS, MAX_TTL_SECONDS, why="1 hour to 10 years"),
-    "seed": Whole(0, 2**32 - 1),
-    "steps": STEPS,
-    # GRPO compares samples of the same prompt: one sample has nothing to compare with.
-    "group_size": Whole(2, MAX_GROUP_SIZE),
-    "groups": problems(TRAIN_PROBLEMS, "training"),
-    "groups_per_step": problems(TRAIN_PROBLEMS, "training"),
-    "learning_rate": Number(0.0, 1.0, above_low=True, none_ok=True),
-    "max_tokens": max_tokens,
-    "temperature": temperature,
-    "completion_window": completion_window,
-    "run_name": Matches(
-        r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
-        "1-64 letters, digits, '.', '_' or '-' (it names a folder under runs/)",
-    ),
-    "eval_problems": problems(HELD_OUT_PROBLEMS, "held-out", none_ok=True),
-    "eval_samples": Whole(1, MAX_GROUP_SIZE, none_ok=True),
-    "budget_sampled_tokens": Whole(0, 10**12),
-    "runs": Matches(
-        rf"\s*{RUN_PATTERN}(\s+{RUN_PATTERN}){{0,63}}\s*",
-        "1 to 64 run names or glob patterns separated by spaces, each made of letters, "
-        "digits, '.', '_', '-', '*', '?', '[' and ']' (they match folder names under runs/)",
-    ),
-    "metric": OneOf(HELD_OUT_METRICS),
-    "smoothing": Whole(1, 100),  # a moving average that still follows the curve
-    "max_staleness": fewer_than_steps,
-    "balanced_latency_s": SIMULATED_SECONDS,
-    "flex_latency_s": SIMULATED_SECONDS,
-    "flex_steps": PIPELINE_STEPS,
-    "train_latency_s": SIMULATED_SECONDS,
-    "simulated_boot_seconds": SIMULATED_SECONDS,
-    "short_run_steps": STEPS,
-    "lora_name": Matches(
-        r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]",
-        "2-64 characters of a-z, 0-9 and '-', starting and ending with a letter or digit "
-        "(Sail's rule for LoRA names)",
-    ),
-    # Notebook 08's tables stay readable: at most the cloud's held-out problems, anywhere.
-    "parity_problems": Whole(1, 64),
-    "table_problems": Whole(1, HELD_OUT_PROBLEMS["cloud"]),
-    "keep_on_sail": OneOf((True, False)),
-}
-# Where a notebook's rule for a parameter differs from the one above.
-NOTEBOOK_RULES: dict[str, dict[str, Rule]] = {
-    # No rollouts to compare, or none trained on: a group of one is allowed.
-    "01_scoring": {"group_size": Whole(1, MAX_GROUP_SIZE)},
-    "02_snapshot_and_serve": {"group_size": Whole(1, MAX_GROUP_SIZE)},
-    # It reads what a backend made without calling it, so it needs no keys.
-    "05_compare_runs": {"backend": OneOf(BACKENDS)},
-    "06_faster_loops": {"steps": PIPELINE_STEPS},
-    # Each rollout starts a sandbox; max_tokens only reaches the cloud (locally a script
-    # answers), so its range is always the cloud's.
-    "07_sandboxed_rollouts": {
-        "group_size": Whole(1, 16),
-        "max_tokens": Whole(1, CONTEXT_TOKENS["cloud"], why=CONTEXT_OF["cloud"]),
-    },
-}
 # Pairs of parameters whose product is a number of rollouts in flight at once.
 BATCHES = (
     ("groups", "group_size"),
@@ -288,10 +276,11 @@ def check_params(notebook: str, **values: object) -> None:
 
     None, where a rule allows it, stands for the backend's default, which the checks that
     relate two parameters use."""
+    from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
+
     checking = Checking(notebook, values["backend"], values)
     for name, value in values.items():
-        rule = NOTEBOOK_RULES.get(notebook, {}).get(name) or RULES[name]
-        rule(name, value, checking)
+        NOTEBOOK_PARAMETERS[notebook][name].rule(name, value, checking)
     for names in BATCHES:
         if set(names) <= set(values):
             first, second = (checking.value(name) for name in names)

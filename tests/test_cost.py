@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -251,7 +250,6 @@ def test_over_budget_cloud_run_stops_in_the_check_cell_with_no_request(
     assert "check_" in failed.source and "helpers.connect(" not in failed.source
     after_failure = cells[cells.index(failed) + 1 :]
     assert all(not c.get("outputs") for c in after_failure)  # nothing later ran
-    assert failed.metadata.papermill.duration < 5
     assert get_stats(local_stack.url) == before
 
 
@@ -330,26 +328,6 @@ def test_cloud_run_passing_its_budget_mid_way_stops_saved_and_resumes(
     assert json.loads((run / "state.json").read_text())["eval_after"]["completed_steps"] == steps
 
 
-def _parameters_cell(notebook: str) -> str:
-    cells = nbformat.read(NOTEBOOKS / notebook, as_version=4).cells
-    [source] = [c.source for c in cells if "parameters" in c.metadata.get("tags", [])]
-    return " ".join(source.replace("#", " ").split())
-
-
-@pytest.mark.parametrize("notebook", list(CLOUD_ROLLOUTS))
-def test_the_budgets_comment_states_what_the_cloud_defaults_need(notebook: str) -> None:
-    [need] = re.findall(
-        r"the cloud defaults need (?:at most )?([\d,]+)", _parameters_cell(notebook)
-    )
-    assert need == f"{ceiling(notebook):,}"
-
-
-def _listed(values: list) -> str:
-    """`[8, 5, 4]` as the docs write it: "8, 5 and 4"."""
-    words = [v if isinstance(v, str) else f"{v:,}" for v in values]
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
-
-
 def _cost_part(doc: str) -> str:
     """The part of a doc that says what a cloud run costs, up to its next heading."""
     text = (ROOT / doc).read_text()
@@ -378,22 +356,6 @@ def test_the_docs_state_each_notebooks_cloud_costs_as_its_defaults_give_them(doc
     day = sum(rollouts for rollouts, _ in CLOUD_ROLLOUTS.values())
     assert f"at most {day:,} rollouts and {day * CLOUD['max_tokens']:,}" in flat
     assert f"{DEFAULT_BUDGET_SAMPLED_TOKENS:,}" in flat
-
-
-def test_the_readme_states_the_defaults_per_backend() -> None:
-    flat = " ".join(_cost_part("README.md").split())
-    sizes = {
-        "04": (["steps", "eval_problems", "eval_samples"], BACKEND_DEFAULTS["local"], CLOUD),
-        **{
-            notebook[:2]: (list(by_backend["cloud"]), by_backend["local"], by_backend["cloud"])
-            for notebook, by_backend in NOTEBOOK_DEFAULTS.items()
-        },
-    }
-    for number, (names, local, cloud) in sizes.items():
-        named = _listed([f"`{name}`" for name in names])
-        values = [_listed([defaults[name] for name in names]) for defaults in (local, cloud)]
-        stated = f"{named} {'are ' if number == '04' else ''}{values[0]} locally and {values[1]}"
-        assert f"otebook {number}'s {stated} in the cloud" in flat, stated
 
 
 # A start-up file for notebook 07's kernel: every local sandbox created is logged with its

@@ -1,0 +1,144 @@
+"""Write every place a notebook parameter appears from its one declaration: `make docs`.
+
+`helpers.notebook_parameters` declares each parameter once. From it this writes each
+notebook's parameters cell (values and comments), the `check_params(...)` call of its check
+cell (every parameter, in the cell's order), and the parameter tables of the README and the
+instructor's guide, between their `<!-- parameters:start -->` and `<!-- parameters:end -->`
+marks. With `--check` it writes nothing and fails if any of them is stale, which
+`tests/test_docs_fresh.py` does too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+
+from helpers.notebook_parameters import NOTEBOOK_PARAMETERS, Parameter
+from helpers.params import python_literal
+
+ROOT = Path(__file__).resolve().parent.parent
+LINE_LENGTH = 100  # ruff's, for the notebooks too
+START, END = "<!-- parameters:start -->", "<!-- parameters:end -->"
+CHECK_CALL = re.compile(r"check_params\(\s*\"(?P<notebook>[\w]+)\".*?\)", re.DOTALL)
+
+
+def parameters_cell(notebook: str) -> str:
+    """The parameters cell: one `name = value  # comment` a parameter, wrapped at 100."""
+    lines: list[str] = []
+    for name, parameter in NOTEBOOK_PARAMETERS[notebook].items():
+        code = f"{name} = {python_literal(parameter.value)}  # "
+        first, *rest = textwrap.wrap(
+            parameter.comment(),
+            LINE_LENGTH,
+            initial_indent=code,
+            subsequent_indent="# ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        lines += [first, *rest]
+    return "\n".join(lines)
+
+
+def check_call(notebook: str) -> str:
+    """`check_params(...)` with every parameter of `notebook`, as ruff formats it."""
+    names = list(NOTEBOOK_PARAMETERS[notebook])
+    one_line = f'check_params("{notebook}", ' + ", ".join(f"{n}={n}" for n in names) + ")"
+    if len(one_line) <= LINE_LENGTH:
+        return one_line
+    return (
+        "check_params(\n"
+        + "".join(f"    {a},\n" for a in [f'"{notebook}"'] + [f"{n}={n}" for n in names])
+        + ")"
+    )
+
+
+def defaults_table() -> str:
+    """The README's table: each parameter that is None by default, and what None means."""
+    rows = ['| Notebook | Parameter | `backend="local"` | `backend="cloud"` |', "|---|---|---|---|"]
+    for notebook, parameters in NOTEBOOK_PARAMETERS.items():
+        for name, parameter in parameters.items():
+            if parameter.value is None:
+                rows.append(
+                    f"| {notebook[:2]} | `{name}` | {_cell(parameter.local)} | "
+                    f"{_cell(parameter.cloud)} |"
+                )
+    return "\n".join(rows)
+
+
+def parameters_table() -> str:
+    """The instructor's guide's table: every parameter of every notebook, with its range."""
+    rows = ["| Notebook | Parameter | Value | What it is, and its range |", "|---|---|---|---|"]
+    for notebook, parameters in NOTEBOOK_PARAMETERS.items():
+        for name, parameter in parameters.items():
+            value = python_literal(parameter.value)
+            rows.append(f"| `{notebook}` | `{name}` | `{value}` | {_escape(parameter)} |")
+    return "\n".join(rows)
+
+
+def _cell(value: object) -> str:
+    return f"`{python_literal(value)}`"
+
+
+def _escape(parameter: Parameter) -> str:
+    return parameter.comment().replace("|", "\\|")
+
+
+def expected_files() -> dict[Path, str]:
+    """Every file `make docs` writes, with the text it should have."""
+    files: dict[Path, str] = {}
+    for notebook in NOTEBOOK_PARAMETERS:
+        path = ROOT / "notebooks" / f"{notebook}.ipynb"
+        files[path] = _notebook_text(path, notebook)
+    files[ROOT / "README.md"] = _between_marks(ROOT / "README.md", defaults_table())
+    files[ROOT / "docs" / "instructor.md"] = _between_marks(
+        ROOT / "docs" / "instructor.md", parameters_table()
+    )
+    return files
+
+
+def _notebook_text(path: Path, notebook: str) -> str:
+    book = nbformat.read(path, as_version=4)
+    [parameters] = [c for c in book.cells if "parameters" in c.metadata.get("tags", [])]
+    parameters.source = parameters_cell(notebook)
+    checks = [c for c in book.cells if c.cell_type == "code" and CHECK_CALL.search(c.source)]
+    if len(checks) != 1:
+        raise SystemExit(f"{path.name}: expected one cell calling check_params, not {len(checks)}")
+    checks[0].source = CHECK_CALL.sub(lambda _: check_call(notebook), checks[0].source, count=1)
+    return nbformat.writes(book) + "\n"
+
+
+def _between_marks(path: Path, table: str) -> str:
+    text = path.read_text()
+    if text.count(START) != 1 or text.count(END) != 1:
+        raise SystemExit(f"{path}: needs one {START} and one {END} line")
+    head, rest = text.split(START)
+    _, tail = rest.split(END)
+    return f"{head}{START}\n{table}\n{END}{tail}"
+
+
+def stale_files() -> list[Path]:
+    return [path for path, text in expected_files().items() if path.read_text() != text]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; fail if stale")
+    args = parser.parse_args()
+    if args.check:
+        if stale := stale_files():
+            names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
+            sys.exit(f"stale: {names}; run make docs")
+        return
+    for path, text in expected_files().items():
+        if path.read_text() != text:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
