@@ -60,14 +60,14 @@ def main() -> int:
         return run_all(out_dir, given) or failed
 
 
-def run_tiny_sweep(name: str, backend: str) -> int:
+def run_tiny_sweep(name: str, backend: str, grid: dict = TINY_SWEEP, jobs: int = 1) -> int:
     """The sweep the comparison notebook compares; 1 if any of its runs failed."""
     from sweeps import runner as sweep  # it imports this module
 
     start = time.monotonic()
-    runs = sweep.plan({**TINY_SWEEP, "backend": backend}, name)
+    runs = sweep.plan({**grid, "backend": backend}, name)
     sweep.check(runs)
-    failed = sweep.Sweep(runs, jobs=1).run()
+    failed = sweep.Sweep(runs, jobs=jobs).run()
     status = "failed" if failed else "ok"
     print(f"{'sweep ' + name:36s} {time.monotonic() - start:6.1f} s  {status}", flush=True)
     return 1 if failed else 0
@@ -87,9 +87,13 @@ def local_stack_for(backend: str) -> Iterator[None]:
             stop_local_stack()
 
 
-def run_all(out_dir: Path, given: dict[str, str]) -> int:
+def run_all(out_dir: Path, given: dict[str, object], prefixes: tuple[str, ...] = ("",)) -> int:
+    """Every notebook (or those whose names start with one of `prefixes`), in order, with
+    the `given` parameters it declares; 1 if any failed."""
     failed = 0
     for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        if not notebook.name.startswith(prefixes):
+            continue
         declared = papermill.inspect_notebook(str(notebook))
         parameters = {name: _literal(v) for name, v in given.items() if name in declared}
         start = time.monotonic()
