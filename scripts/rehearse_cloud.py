@@ -37,6 +37,7 @@ SMALL = {
     "group_size": "2",
     "groups": "2",
     "steps": "3",  # notebook 06's least
+    "max_staleness": "2",  # at most steps - 1
     "flex_steps": "3",
     "groups_per_step": "2",
     "eval_problems": "4",
