@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-KERNEL_STARTUP = (
-    "from scripts.cloud_stand_ins import use_local_stand_ins\nuse_local_stand_ins()\n"
-)
+KERNEL_STARTUP = "from scripts.cloud_stand_ins import use_local_stand_ins\nuse_local_stand_ins()\n"
 
 
 def use_local_stand_ins() -> None:
