@@ -12,8 +12,8 @@ the key checks, the cost estimates, sampling on Sail from signed URLs, sail's ow
 
 First a tiny cloud sweep runs for notebook 05 to compare. Executed notebooks, run folders
 and the stack's storage and log go to `runs/rehearse-cloud-<timestamp>/` (or under `--out`).
-One line per notebook says how long it took and whether it ran; the exit code is 1 if any
-failed.
+One line per notebook says how long it took and whether it ran (if not, the failing cell's
+id and error); the exit code is 1 if any failed.
 `--notebooks 01 07` runs only the notebooks whose names start so.
 """
 

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+import nbformat
 import papermill
 from traitlets.config import Config
 
@@ -100,6 +101,12 @@ def run_all(out_dir: Path, given: dict[str, object], prefixes: tuple[str, ...] =
         try:
             execute(notebook, out_dir / notebook.name, parameters)
             status = "ok"
+        except papermill.PapermillExecutionError as error:  # name the cell, and go on
+            reason = (error.evalue.splitlines() or [""])[0][:160]
+            status = (
+                f"failed in cell {_failed_cell(out_dir / notebook.name)}: {error.ename}: {reason}"
+            )
+            failed += 1
         except Exception as error:  # report and go on: later notebooks may still run
             status = f"failed ({type(error).__name__})"
             failed += 1
@@ -118,6 +125,13 @@ def execute(notebook: Path, out: Path, parameters: dict) -> None:
         progress_bar=False,
         config=KERNEL_CONFIG,
     )
+
+
+def _failed_cell(executed: Path) -> str:
+    """The id of the cell whose error stopped `executed`."""
+    cells = nbformat.read(executed, as_version=4).cells
+    outputs = [(cell, output) for cell in cells for output in cell.get("outputs", [])]
+    return next((cell.get("id", "?") for cell, o in outputs if o.output_type == "error"), "?")
 
 
 def _literal(value: str) -> object:
