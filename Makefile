@@ -18,7 +18,7 @@ export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
 
-.PHONY: run sweep test test-notebooks lab bench lint install docs helpers wheelhouse doctor stop clean clean-notebooks
+.PHONY: run sweep test test-notebooks rehearse-cloud lab bench lint install docs helpers wheelhouse doctor stop clean clean-notebooks
 
 # Refuse an older Python in one sentence, before a .venv is created with it. (doctor, stop
 # and clean still run, so doctor can say what else to fix.)
@@ -61,6 +61,11 @@ test: $(STAMP)
 ## make test-notebooks: every notebook with its defaults under nbval, and the scenario runs
 test-notebooks: $(STAMP)
 	$(PYTHON) -m pytest tests --nbval-lax notebooks -m notebooks --durations=15
+
+## make rehearse-cloud: every notebook with backend="cloud" and small parameters, the far end
+## answered by the local stack (see scripts/rehearse_cloud.py), into runs/rehearse-cloud-<timestamp>/
+rehearse-cloud: $(STAMP)
+	$(PYTHON) scripts/rehearse_cloud.py
 
 ## make lab: JupyterLab on notebooks/, with the .venv kernel
 lab: $(STAMP)

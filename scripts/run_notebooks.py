@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+import nbformat
 import papermill
 from traitlets.config import Config
 
@@ -60,14 +61,14 @@ def main() -> int:
         return run_all(out_dir, given) or failed
 
 
-def run_tiny_sweep(name: str, backend: str) -> int:
+def run_tiny_sweep(name: str, backend: str, grid: dict = TINY_SWEEP, jobs: int = 1) -> int:
     """The sweep the comparison notebook compares; 1 if any of its runs failed."""
     from sweeps import runner as sweep  # it imports this module
 
     start = time.monotonic()
-    runs = sweep.plan({**TINY_SWEEP, "backend": backend}, name)
+    runs = sweep.plan({**grid, "backend": backend}, name)
     sweep.check(runs)
-    failed = sweep.Sweep(runs, jobs=1).run()
+    failed = sweep.Sweep(runs, jobs=jobs).run()
     status = "failed" if failed else "ok"
     print(f"{'sweep ' + name:36s} {time.monotonic() - start:6.1f} s  {status}", flush=True)
     return 1 if failed else 0
@@ -87,15 +88,25 @@ def local_stack_for(backend: str) -> Iterator[None]:
             stop_local_stack()
 
 
-def run_all(out_dir: Path, given: dict[str, str]) -> int:
+def run_all(out_dir: Path, given: dict[str, object], prefixes: tuple[str, ...] = ("",)) -> int:
+    """Every notebook (or those whose names start with one of `prefixes`), in order, with
+    the `given` parameters it declares; 1 if any failed."""
     failed = 0
     for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        if not notebook.name.startswith(prefixes):
+            continue
         declared = papermill.inspect_notebook(str(notebook))
         parameters = {name: _literal(v) for name, v in given.items() if name in declared}
         start = time.monotonic()
         try:
             execute(notebook, out_dir / notebook.name, parameters)
             status = "ok"
+        except papermill.PapermillExecutionError as error:  # name the cell, and go on
+            reason = (error.evalue.splitlines() or [""])[0][:160]
+            status = (
+                f"failed in cell {_failed_cell(out_dir / notebook.name)}: {error.ename}: {reason}"
+            )
+            failed += 1
         except Exception as error:  # report and go on: later notebooks may still run
             status = f"failed ({type(error).__name__})"
             failed += 1
@@ -114,6 +125,13 @@ def execute(notebook: Path, out: Path, parameters: dict) -> None:
         progress_bar=False,
         config=KERNEL_CONFIG,
     )
+
+
+def _failed_cell(executed: Path) -> str:
+    """The id of the cell whose error stopped `executed`."""
+    cells = nbformat.read(executed, as_version=4).cells
+    outputs = [(cell, output) for cell in cells for output in cell.get("outputs", [])]
+    return next((cell.get("id", "?") for cell, o in outputs if o.output_type == "error"), "?")
 
 
 def _literal(value: str) -> object:

@@ -19,17 +19,68 @@ from pathlib import Path
 from typing import Any
 
 import sail
+from sail.errors import SailboxHostLostError, SailboxTerminatedError, SailError
 
 # The guide factory's own steps, reused so that image choice, naming and the cancel-safe
 # create stay exactly as `sail.tinker_sandbox_factory` does them (sail 0.17.1).
-from sail.sailbox import _reclaimed_create
+from sail.sailbox import (
+    _bounded_launch,
+    _DeadlineExpired,
+    _reclaimed_create,
+    _retry_replayable_file_transfer,
+)
 from sail.tinker import _sandbox_name, _tinker_image
-from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface
+from tinker_cookbook.sandbox.sandbox_interface import (
+    SandboxInterface,
+    SandboxResult,
+    SandboxTerminatedError,
+)
 
 from helpers.params import check_backend
 from shell_tasks.harbor_task import dockerfile_workdir
 
 SandboxFactory = Callable[[Path, int], Awaitable[SandboxInterface]]
+# `Sailbox.fs.write`'s own default mode, for a file that is not executable.
+PLAIN_FILE_MODE = 0o644
+
+
+class CourseTinkerSandbox(sail.TinkerSandbox):
+    """`sail.TinkerSandbox`, with a `write_file` that can write a file that is not executable.
+
+    sail 0.17.1's `write_file` passes `mode=None` for such a file, and `Sailbox.fs.write`
+    refuses that with a TypeError before sending anything, so every plain upload (a task's
+    input files, a hand-written file) would fail. This is the SDK's method with `fs.write`'s
+    default mode in place of None.
+    """
+
+    async def write_file(
+        self,
+        path: str,
+        content: str | bytes,
+        executable: bool = False,
+        timeout: float = 60,
+    ) -> SandboxResult:
+        await self._check_deadline()
+        mode = 0o755 if executable else PLAIN_FILE_MODE
+        try:
+            await _bounded_launch(
+                _retry_replayable_file_transfer(
+                    lambda: self._sailbox.fs.write.aio(path, content, mode=mode)
+                ),
+                timeout,
+            )
+        except _DeadlineExpired:
+            return SandboxResult(
+                stdout="",
+                stderr=f"write_file timed out after {timeout} seconds",
+                exit_code=1,
+                metrics={"timed_out": True},
+            )
+        except (SailboxTerminatedError, SailboxHostLostError) as error:
+            raise SandboxTerminatedError(str(error)) from error
+        except SailError as error:
+            return SandboxResult(stdout="", stderr=str(error), exit_code=1, metrics={})
+        return SandboxResult(stdout="", stderr="", exit_code=0, metrics={})
 
 
 async def sailbox_factory(
@@ -41,8 +92,9 @@ async def sailbox_factory(
     size: sail.SailboxSize = "s",
     image_ref: str | None = None,
     name_prefix: str = "tinker",
-) -> sail.TinkerSandbox:
-    """`sail.tinker_sandbox_factory` with the network closed, for model-written commands.
+) -> CourseTinkerSandbox:
+    """`sail.tinker_sandbox_factory` with the network closed, for model-written commands
+    (and plain files writable: see `CourseTinkerSandbox`).
 
     With no `allowed_hosts` the Sailbox has no network at all (no connections, no name
     lookups); with some, it reaches only those. `timeout_seconds` is also the Sailbox's
@@ -69,7 +121,7 @@ async def sailbox_factory(
         max_lifetime_seconds=None if timeout_seconds is None else math.ceil(timeout_seconds),
     )
     sailbox = await _reclaimed_create(asyncio.ensure_future(create))
-    return sail.TinkerSandbox(sailbox, timeout_seconds=timeout_seconds)
+    return CourseTinkerSandbox(sailbox, timeout_seconds=timeout_seconds)
 
 
 async def local_task_sandbox(

@@ -1,9 +1,9 @@
 """Running a notebook with `backend="cloud"` against a local stack.
 
 The `local_stack` fixture points the real SDKs' URLs and keys at a local server; what the
-cloud path still needs and this machine lacks is orca-math (the Hugging Face hub) and the
-Kimi tokenizer's remote code. An IPython startup file supplies both locally, so the
-notebook itself runs unchanged.
+cloud path still needs and this machine lacks (orca-math, the Kimi tokenizer's remote code,
+Sailboxes) an IPython startup file supplies (`scripts/cloud_stand_ins.py`), so the notebook
+itself runs unchanged.
 """
 
 from __future__ import annotations
@@ -11,28 +11,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-CLOUD_STAND_INS = """
-import datasets
-import helpers.backend as backend
-from local_stack.dataset import arithmetic_dataset
-from kimi import register_offline_kimi_tokenizer
-
-_rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
-backend.load_dataset = lambda name, split: datasets.concatenate_datasets([_rows, _rows])
-register_offline_kimi_tokenizer()
-"""
+from scripts.cloud_stand_ins import write_kernel_startup
 
 
 def cloud_kernel_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """The environment for a papermill run on the cloud path: the process's own (which the
     `local_stack` fixture pointed at its server), a kernel that loads the stand-ins first,
     runs under `tmp_path/runs`, and `extra`."""
-    startup = tmp_path / "ipython" / "profile_default" / "startup"
-    startup.mkdir(parents=True, exist_ok=True)
-    (startup / "00-cloud-stand-ins.py").write_text(CLOUD_STAND_INS)
     env = {
         **os.environ,
-        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "IPYTHONDIR": str(write_kernel_startup(tmp_path / "ipython")),
         "COURSE_RUNS_DIR": str(tmp_path / "runs"),
         **extra,
     }

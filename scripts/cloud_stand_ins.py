@@ -1,0 +1,39 @@
+"""What `backend="cloud"` needs that this machine lacks, answered locally, for kernels that
+rehearse the cloud path against the local stack.
+
+The SDKs' base URLs and keys come from the environment (`start_local_stack` points them at
+the stack, with its fake keys). What remains out of reach here: orca-math (the Hugging Face
+hub), the Kimi K2.6 tokenizer's remote code, and Sailboxes. `use_local_stand_ins` supplies
+all three in-process, so a notebook's own code runs unchanged; a kernel loads them first
+through an IPython startup file (`write_kernel_startup`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+KERNEL_STARTUP = "from scripts.cloud_stand_ins import use_local_stand_ins\nuse_local_stand_ins()\n"
+
+
+def use_local_stand_ins() -> None:
+    """orca-math rows, the Kimi tokenizer and Sailboxes, answered by this machine."""
+    import datasets
+
+    import helpers.backend as backend
+    from kimi import register_offline_kimi_tokenizer
+    from local_stack.dataset import arithmetic_dataset
+    from local_stack.sandbox.sailbox_core import install_local_sailboxes
+
+    rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
+    # orca-math has 200k rows; the cloud path takes its first 2,200.
+    backend.load_dataset = lambda name, split: datasets.concatenate_datasets([rows, rows])
+    register_offline_kimi_tokenizer()  # get_tokenizer checks this registry first
+    install_local_sailboxes()
+
+
+def write_kernel_startup(ipython_dir: Path) -> Path:
+    """An IPython folder whose kernels load the stand-ins first; set IPYTHONDIR to it."""
+    startup = ipython_dir / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    (startup / "00-cloud-stand-ins.py").write_text(KERNEL_STARTUP)
+    return ipython_dir
