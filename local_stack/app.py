@@ -28,12 +28,15 @@ from local_stack.sail.routes import sail_app
 from local_stack.tinker.routes import mount_tinker
 
 STORAGE_DIR = web.AppKey("storage_dir", Path)
+GUARD = web.AppKey("guard", guard.Guard)
 
 
 def make_app(public_url: str) -> web.Application:
     """Both APIs plus `GET /healthz`; `app[STORAGE_DIR]` is the persistent storage dir."""
     # Each route reads its body with its own cap (`local_stack.http.read_body`).
-    app = web.Application(middlewares=[guard.guard_middleware(URL(public_url).port)])
+    request_guard = guard.Guard(URL(public_url).port)
+    app = web.Application(middlewares=[request_guard.middleware])
+    app[GUARD] = request_guard
     app[STORAGE_DIR] = config.storage_dir()
     app.router.add_get("/healthz", healthz)
     knobs = Knobs.from_settings(config.knob_settings_from_env())
@@ -90,7 +93,7 @@ async def _serve(app: web.Application, sock: socket.socket, max_connections: int
     )
     await runner.setup()
     assert runner.server is not None
-    guard.bound_connections(runner.server, max_connections)
+    app[GUARD].bound_connections(runner.server, max_connections)
     try:
         await web.SockSite(runner, sock).start()
         await asyncio.Event().wait()  # until a signal raises GracefulExit

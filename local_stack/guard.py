@@ -23,9 +23,10 @@ from local_stack.http import ApiError
 
 BODY_SECONDS = 30.0
 IDLE_CONNECTION_SECONDS = 60.0
-# Descriptors kept free for what is not a connection: model files, archives, the log, the
+# Descriptors kept free: the event loop accepts up to its backlog (128) of connections
+# before the bound sees them, and the rest is for model files, archives, the log and the
 # sandbox's pipes.
-RESERVED_DESCRIPTORS = 128
+RESERVED_DESCRIPTORS = 256
 MAX_CONNECTIONS = 4096
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
@@ -50,52 +51,66 @@ def connection_limit(descriptor_limit: int) -> int:
     return max(16, min(MAX_CONNECTIONS, descriptor_limit - RESERVED_DESCRIPTORS))
 
 
-def bound_connections(server: web.Server, limit: int) -> None:
-    """Close the oldest connections whenever `server` holds more than `limit`.
+class Guard:
+    """The root app's middleware (loopback `Host` only, bodies within BODY_SECONDS), and
+    the bound on connections, which needs to know which connections are serving a request."""
 
-    `close()` lets a connection finish the request it is serving, so a poll in flight
-    still gets its answer; an idle connection closes at once, and its client reconnects."""
-    made = server.connection_made
-
-    def connection_made(handler: web.RequestHandler, transport: asyncio.Transport) -> None:
-        made(handler, transport)
-        connections = server.connections  # oldest first
-        for old in connections[: max(0, len(connections) - limit)]:
-            old.close()
-
-    server.connection_made = connection_made  # type: ignore[method-assign]
-
-
-def guard_middleware(port: int) -> Callable:
-    """The root app's middleware: loopback `Host` only, and bodies within BODY_SECONDS."""
-    allowed = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+    def __init__(self, port: int) -> None:
+        self._allowed = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+        self._port = port
+        self._serving: dict[web.RequestHandler, int] = {}  # connection -> requests in flight
 
     @web.middleware
-    async def guard(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    async def middleware(
+        self,
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
     ) -> web.StreamResponse:
         host = request.headers.get("Host", "")
-        if host.lower() not in allowed:
+        if host.lower() not in self._allowed:
             return web.json_response(
                 {
                     "error": {
                         "message": f"the Host header {host[:100]!r} is not this loopback "
-                        f"server (expected 127.0.0.1:{port} or localhost:{port})",
+                        f"server (expected 127.0.0.1:{self._port} or localhost:{self._port})",
                         "type": "invalid_request_error",
                         "code": "host_not_allowed",
                     }
                 },
                 status=403,
             )
-        if not request.body_exists:
-            return await handler(request)
-        late = asyncio.get_running_loop().call_later(BODY_SECONDS, _too_slow, request)
+        connection = request.protocol
+        self._serving[connection] = self._serving.get(connection, 0) + 1
+        late = None
+        if request.body_exists:
+            late = asyncio.get_running_loop().call_later(BODY_SECONDS, _too_slow, request)
         try:
             return await handler(request)
         finally:
-            late.cancel()
+            if late is not None:
+                late.cancel()
+            self._serving[connection] -= 1
+            if not self._serving[connection]:
+                del self._serving[connection]
 
-    return guard
+    def bound_connections(self, server: web.Server, limit: int) -> None:
+        """Close the oldest connections whenever `server` holds more than `limit`.
+
+        An idle connection (or one still sending its headers) closes at once, and its
+        client reconnects if it needs to; one serving a request closes after answering it,
+        so a poll in flight still gets its answer."""
+        made = server.connection_made
+
+        def connection_made(handler: web.RequestHandler, transport: asyncio.Transport) -> None:
+            made(handler, transport)
+            connections = server.connections  # oldest first
+            for old in connections[: max(0, len(connections) - limit)]:
+                if old in self._serving:
+                    old.close()
+                else:
+                    old.force_close()
+
+        server.connection_made = connection_made  # type: ignore[method-assign]
 
 
 def _too_slow(request: web.Request) -> None:
