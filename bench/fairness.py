@@ -6,7 +6,7 @@ once the attack is under way. The issue's targets: the innocent request within 5
 quiet machine, `/healthz` within 1 s.
 
 (a) a flood: 5,000 background sampling requests;
-(b) a huge batch: one 2,000-datum forward_backward;
+(b) a huge batch: one forward_backward of 2,000 datums of 128 tokens;
 (c) slow archives: two LoRA archives on a loopback server that answers after 25 s.
 
 tests/test_fair_stack.py runs the same attacks, smaller, under client timeouts.
@@ -36,6 +36,7 @@ from local_stack.engine.vocab import CompactVocab
 FLOOD_REQUESTS = 5000
 FLOOD_CONCURRENCY = 64
 BIG_BATCH_DATUMS = 2000
+BIG_BATCH_TOKENS = 128  # per datum (the context holds 256)
 SLOW_ARCHIVE_SECONDS = 25.0
 ATTACK_HEAD_START_SECONDS = 1.0  # the innocent arrives once the attack is under way
 PROMPT = [163594, 14062, 163601]  # a few real Kimi ids the tiny vocabulary knows
@@ -109,7 +110,7 @@ async def flood(session: aiohttp.ClientSession, url: str, attacker: Client, coun
     await asyncio.gather(*(one() for _ in range(count)))
 
 
-def datums(count: int, tokens: int = 64, seed: int = 0) -> list[types.Datum]:
+def datums(count: int, tokens: int = BIG_BATCH_TOKENS, seed: int = 0) -> list[types.Datum]:
     """`count` importance_sampling datums of `tokens` random known tokens."""
     real_ids = CompactVocab.load(VOCAB_PATH).real_ids[1:]  # index 0 is the unknown token
     rng = np.random.default_rng(seed)
