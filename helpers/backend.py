@@ -2,7 +2,8 @@
 
 `connect("local")` uses the local stack (loopback stand-ins for Tinker and Sail with a
 tiny real model), starting it if no other kernel has, and needs no keys; should the stack
-die, the running cell stops within a second, in one sentence (`watch_local_stack`).
+die, the running cell stops within a second, in one sentence, and should it hang, within
+about 15 s (`watch_local_stack`).
 `connect("cloud")` uses the real services with the keys in your environment, and costs
 money. Notebook code is the same either way.
 """
@@ -10,7 +11,6 @@ money. Notebook code is the same either way.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import sys
 from dataclasses import dataclass, field
@@ -134,7 +134,7 @@ def _start_local() -> dict[str, list[dict]]:
 
     register_offline_kimi_tokenizer()
     stack = start_local_stack()
-    watch_local_stack(stack.pid, stack.log_path)
+    watch_local_stack(stack.pid, stack.log_path, stack.url)
     return {name: split.to_list() for name, split in arithmetic_dataset().items()}
 
 
@@ -150,23 +150,37 @@ class LocalStackStoppedError(CourseRunError):
     """The local stack's server process is gone."""
 
 
-def watch_local_stack(pid: int, log_path: Path) -> None:
+def watch_local_stack(pid: int, log_path: Path, url: str | None = None) -> None:
     """In an IPython kernel, stop the running cell within a second of the local stack's
-    server `pid` dying, with one sentence: it stopped, where its log is, and that re-running
-    resumes (the stack keeps its checkpoints on disk, and notebook 04 resumes after its last
-    completed step). See `local_stack.kernel_watch`."""
-    from local_stack.kernel_watch import watch_from_kernel
+    server `pid` dying, or within about 15 s of it no longer answering at `url`, with one
+    sentence: what happened, where its log is, and that re-running resumes (the stack keeps
+    its checkpoints on disk, and notebook 04 resumes after its last completed step). See
+    `local_stack.kernel_watch`."""
+    from local_stack.kernel_watch import HUNG_SECONDS, Failure, watch_from_kernel
 
     stop_watching()  # replaces any earlier watch, and a reason it left
-    reason = LocalStackStoppedError(
-        f"The local stack (pid {pid}) stopped; its log is {log_path}, and re-running the "
-        "notebook restarts it (a training run resumes after its last completed step)."
+    rerun = (
+        "re-running the notebook restarts it "
+        "(a training run resumes after its last completed step)."
     )
+    reasons = {
+        "dead": LocalStackStoppedError(
+            f"The local stack (pid {pid}) stopped; its log is {log_path}, and {rerun}"
+        ),
+        "hung": LocalStackStoppedError(
+            f"The local stack (pid {pid}) has not answered {url}/healthz for "
+            f"{HUNG_SECONDS:g} s, so it is stuck; its log is {log_path}, and {rerun}"
+        ),
+    }
     try:
         kernel_loop = asyncio.get_running_loop()  # ipykernel runs every cell inside it
     except RuntimeError:
         kernel_loop = None
-    watch_from_kernel(pid, functools.partial(interrupt_running_cell, reason, kernel_loop))
+
+    def stop_cell(failure: Failure) -> None:
+        interrupt_running_cell(reasons[failure], kernel_loop)
+
+    watch_from_kernel(pid, stop_cell, url)
 
 
 def stop_watching() -> None:

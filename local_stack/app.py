@@ -18,8 +18,9 @@ from pathlib import Path
 
 import torch
 from aiohttp import web
+from yarl import URL
 
-from local_stack import config, idle
+from local_stack import config, guard, idle
 from local_stack.control.knobs import Knobs
 from local_stack.control.routes import control_app
 from local_stack.sail.routes import SERVICE as SAIL_SERVICE
@@ -27,11 +28,15 @@ from local_stack.sail.routes import sail_app
 from local_stack.tinker.routes import mount_tinker
 
 STORAGE_DIR = web.AppKey("storage_dir", Path)
+GUARD = web.AppKey("guard", guard.Guard)
 
 
 def make_app(public_url: str) -> web.Application:
     """Both APIs plus `GET /healthz`; `app[STORAGE_DIR]` is the persistent storage dir."""
-    app = web.Application(client_max_size=256 * 1024**2)
+    # Each route reads its body with its own cap (`local_stack.http.read_body`).
+    request_guard = guard.Guard(URL(public_url).port)
+    app = web.Application(middlewares=[request_guard.middleware])
+    app[GUARD] = request_guard
     app[STORAGE_DIR] = config.storage_dir()
     app.router.add_get("/healthz", healthz)
     knobs = Knobs.from_settings(config.knob_settings_from_env())
@@ -51,6 +56,7 @@ async def healthz(request: web.Request) -> web.Response:
 def serve(port: int) -> None:
     """Serve until SIGINT/SIGTERM, or until idle (see `local_stack.idle`)."""
     torch.set_num_threads(config.torch_threads())
+    max_connections = guard.connection_limit(guard.raise_descriptor_limit())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.HOST, port))
@@ -71,7 +77,28 @@ def serve(port: int) -> None:
 
     app.on_startup.append(announce)
     app.on_shutdown.append(_ignore_further_sigterms)
-    web.run_app(app, sock=sock, print=None, handle_signals=True)
+    try:
+        asyncio.run(_serve(app, sock, max_connections))
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass  # SIGTERM or SIGINT: the app's shutdown and cleanup have run
+
+
+async def _serve(app: web.Application, sock: socket.socket, max_connections: int) -> None:
+    """`web.run_app`, but with the server object in hand, to bound its connections."""
+    runner = web.AppRunner(
+        app,
+        handle_signals=True,
+        access_log=None,
+        keepalive_timeout=guard.IDLE_CONNECTION_SECONDS,
+    )
+    await runner.setup()
+    assert runner.server is not None
+    app[GUARD].bound_connections(runner.server, max_connections)
+    try:
+        await web.SockSite(runner, sock).start()
+        await asyncio.Event().wait()  # until a signal raises GracefulExit
+    finally:
+        await runner.cleanup()
 
 
 async def _ignore_further_sigterms(app: web.Application) -> None:

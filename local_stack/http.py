@@ -105,19 +105,12 @@ def no_key(request: web.Request) -> str:
     return ""
 
 
-async def read_json(request: web.Request, *, max_bytes: int, json_type_only: bool = False) -> Any:
-    """The request body as JSON; oversized, non-UTF-8 or malformed bodies are refused.
+async def read_body(request: web.Request, *, max_bytes: int) -> bytes:
+    """The request body, refused (413) as soon as it is larger than `max_bytes`.
 
-    Reads the stream itself, because `request.json()` would accept up to the root app's
-    `client_max_size`, which Tinker's large protobuf bodies set high. `json_type_only`
-    refuses other content types: a cross-origin page can only send a simple POST
-    (text/plain or form-encoded) without a preflight.
+    Every route reads its body through this (or `read_json`) with its own cap: the root
+    app's `client_max_size` would allow every route the largest any route needs.
     """
-    if json_type_only and request.content_type != "application/json":
-        raise ApiError(
-            f"the body must be sent as application/json, not {request.content_type!r}",
-            status=415,
-        )
     too_large = ApiError(f"the request body is larger than {max_bytes} bytes", status=413)
     if request.content_length is not None and request.content_length > max_bytes:
         raise too_large
@@ -126,6 +119,21 @@ async def read_json(request: web.Request, *, max_bytes: int, json_type_only: boo
         body += chunk
         if len(body) > max_bytes:
             raise too_large
+    return bytes(body)
+
+
+async def read_json(request: web.Request, *, max_bytes: int, json_type_only: bool = False) -> Any:
+    """The request body as JSON; oversized, non-UTF-8 or malformed bodies are refused.
+
+    `json_type_only` refuses other content types: a cross-origin page can only send a
+    simple POST (text/plain or form-encoded) without a preflight.
+    """
+    if json_type_only and request.content_type != "application/json":
+        raise ApiError(
+            f"the body must be sent as application/json, not {request.content_type!r}",
+            status=415,
+        )
+    body = await read_body(request, max_bytes=max_bytes)
     try:
         return strict_json(body.decode("utf-8"))
     except UnicodeDecodeError:

@@ -1,10 +1,15 @@
-"""Noticing, within a second, that the stack's server died under an IPython kernel.
+"""Noticing, within a second, that the stack's server died under an IPython kernel, and
+within HUNG_SECONDS that it stopped answering.
 
 When the server process is gone, the SDKs do not know it: they retry a refused connection
-for about five minutes and then say "Connection error". So a kernel that uses the stack
-(`helpers.connect("local")`) runs a thread here that checks the server's pid twice a
-second. When the process is gone, it calls the `stop_cell` the kernel gave it, which stops
-the running cell with a sentence saying what happened.
+for about five minutes and then say "Connection error"; a server that is stuck (stopped,
+or frozen holding the interpreter lock) leaves them waiting even longer. So a kernel that
+uses the stack (`helpers.connect("local")`) runs a thread here that checks the server's pid
+twice a second and asks its `/healthz` every second. When the process is gone, or no
+`/healthz` has been answered for HUNG_SECONDS, it calls the `stop_cell` the kernel gave it
+(with "dead" or "hung"), which stops the running cell with a sentence saying what happened.
+`/healthz` is answered by the server's event loop, never queued behind compute, so a
+stack that is merely busy (a long training step) still answers it within milliseconds.
 
 A cell that was already running is stopped at once. A cell started after the death gets
 a few seconds' grace first, so that re-running the cell that calls `helpers.connect`
@@ -16,28 +21,43 @@ Client side, like `supervisor`: the server never imports it.
 
 from __future__ import annotations
 
+import http.client
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import psutil
 
 POLL_SECONDS = 0.5
+PROBE_SECONDS = 1.0  # how often /healthz is asked
+PROBE_TIMEOUT_SECONDS = 2.0
+# No /healthz answer for this long: the stack is stuck. A busy stack answers in
+# milliseconds; this leaves room for a machine loaded far beyond its cores.
+HUNG_SECONDS = 12.0
 # How long a cell started after the stack died may run before it is stopped too.
 LATE_CELL_GRACE_SECONDS = 5.0
+
+Failure = Literal["dead", "hung"]
 
 
 class StackWatcher:
     """Watches one server process on behalf of one IPython shell."""
 
-    def __init__(self, pid: int, shell: Any, stop_cell: Callable[[], None]) -> None:
+    def __init__(
+        self, pid: int, url: str | None, shell: Any, stop_cell: Callable[[Failure], None]
+    ) -> None:
         self._pid = pid
+        self._url = urlsplit(url) if url else None
         self._shell = shell
         self._stop_cell = stop_cell
         self._process: psutil.Process | None = None
         self._stop = threading.Event()
-        self._died_at: float | None = None
+        self._died_at: float | None = None  # when it was found dead or hung
+        self._failure: Failure = "dead"
+        self._answered_at = time.monotonic()  # the last /healthz answer
+        self._probed_at = 0.0
         self._cell_started_at: float | None = None
         self._stopped_this_cell = False
         shell.events.register("pre_run_cell", self._cell_starts)
@@ -67,26 +87,59 @@ class StackWatcher:
         except psutil.Error:
             return False
 
+    def _answers(self) -> bool:
+        """Whether `/healthz` answers 200 within PROBE_TIMEOUT_SECONDS (True without a URL).
+        A plain connection to loopback: no proxy applies."""
+        if self._url is None:
+            return True
+        connection = http.client.HTTPConnection(
+            self._url.hostname, self._url.port, timeout=PROBE_TIMEOUT_SECONDS
+        )
+        try:
+            connection.request("GET", "/healthz")
+            return connection.getresponse().status == 200
+        except (OSError, http.client.HTTPException):
+            return False
+        finally:
+            connection.close()
+
+    def _failing(self) -> Failure | None:
+        """ "dead", "hung", or None while the stack is alive and answering."""
+        if not self._alive():
+            return "dead"
+        now = time.monotonic()
+        if now - self._probed_at >= PROBE_SECONDS:
+            self._probed_at = now
+            if self._answers():
+                self._answered_at = time.monotonic()
+        return "hung" if time.monotonic() - self._answered_at >= HUNG_SECONDS else None
+
     def _watch(self) -> None:
         while not self._stop.wait(POLL_SECONDS):
-            if self._died_at is None:
-                if self._alive():
+            if self._died_at is None or self._failure == "hung":
+                failure = self._failing()
+                if failure is None:
+                    self._died_at = None  # a stuck stack that answers again is fine
                     continue
-                self._died_at = time.monotonic()
+                if self._died_at is None or failure != self._failure:
+                    self._died_at, self._failure = time.monotonic(), failure
             started = self._cell_started_at
             if started is None or self._stopped_this_cell:
                 continue
             if started <= self._died_at or time.monotonic() - started >= LATE_CELL_GRACE_SECONDS:
                 self._stopped_this_cell = True
-                self._stop_cell()
+                self._stop_cell(self._failure)
 
 
 _watcher: StackWatcher | None = None
 
 
-def watch_from_kernel(pid: int, stop_cell: Callable[[], None]) -> None:
-    """From this IPython kernel, watch the server `pid` (replacing any earlier watch): once
-    it has died, the watching thread calls `stop_cell` once in each cell that runs."""
+def watch_from_kernel(
+    pid: int, stop_cell: Callable[[Failure], None], url: str | None = None
+) -> None:
+    """From this IPython kernel, watch the server `pid` at `url` (replacing any earlier
+    watch): once it has died or stopped answering, the watching thread calls
+    `stop_cell("dead")` or `stop_cell("hung")` once in each cell that runs."""
     global _watcher
     stop_watching()
     try:
@@ -95,7 +148,7 @@ def watch_from_kernel(pid: int, stop_cell: Callable[[], None]) -> None:
         return
     shell = get_ipython()
     if shell is not None:
-        _watcher = StackWatcher(pid, shell, stop_cell)
+        _watcher = StackWatcher(pid, url, shell, stop_cell)
 
 
 def stop_watching() -> None:

@@ -17,7 +17,7 @@ Every method here runs torch work and must be called on the compute thread.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,13 +180,25 @@ class LoraTrainer:
         non-finite loss or gradient raises NonFiniteUpdate and leaves the accumulated
         gradients exactly as they were.
         """
+        work = self.forward_backward_slices(data, loss_fn, backward=backward)
+        while True:
+            try:
+                next(work)
+            except StopIteration as done:
+                return done.value
+
+    def forward_backward_slices(
+        self, data: Sequence[TrainingDatum], loss_fn: str, *, backward: bool = True
+    ) -> Generator[None, None, ForwardBackwardResult]:
+        """`forward_backward`, pausing (`yield`) after each micro-batch, so the server can
+        run other clients' work in between. Nothing else may use this trainer meanwhile."""
         if not backward:
-            return self._forward_backward(data, loss_fn, backward=False)
+            return (yield from self._forward_backward(data, loss_fn, backward=False))
         grads_before = {
             name: None if p.grad is None else p.grad.clone() for name, p in self.params.items()
         }
         try:
-            result = self._forward_backward(data, loss_fn, backward=True)
+            result = yield from self._forward_backward(data, loss_fn, backward=True)
             if not _all_finite(p.grad for p in self.params.values() if p.grad is not None):
                 raise NonFiniteUpdate("the gradient of this batch is not finite")
         except NonFiniteUpdate as e:
@@ -197,11 +209,13 @@ class LoraTrainer:
 
     def _forward_backward(
         self, data: Sequence[TrainingDatum], loss_fn: str, *, backward: bool
-    ) -> ForwardBackwardResult:
+    ) -> Generator[None, None, ForwardBackwardResult]:
         spec = LOSS_FNS[loss_fn]
         logprobs: list[np.ndarray] = []
         loss_sum = 0.0
         for start in range(0, len(data), MICRO_BATCH):
+            if start:
+                yield
             chunk = data[start : start + MICRO_BATCH]
             with torch.set_grad_enabled(backward):
                 logprobs_DT = self._target_logprobs(chunk)

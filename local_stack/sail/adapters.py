@@ -11,10 +11,11 @@ worker thread, PEFT on the compute thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import tempfile
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +30,8 @@ from local_stack.sail.adapter_archive import Archive, fetch_archive, read_adapte
 from local_stack.sail.requests import LoraSource, is_finite_number
 
 ADAPTER_CACHE_SIZE = 8
-# Downloads and unpackings in flight at once: each may hold a few MB of archive.
+# Downloads and unpackings in flight at once, per client: each may hold a few MB of archive.
+# Per client, so that one client's slow archives cannot keep another's adapter waiting.
 ADAPTER_LOADS_AT_ONCE = 2
 MAX_LORA_RANK = 32  # what Sail accepts for Kimi K2.6
 MAX_CONFIG_BYTES = 64 * 1024
@@ -74,15 +76,18 @@ class AdapterCache:
         self._ready: OrderedDict[str, Adapter] = OrderedDict()
         self._fetching: dict[str, asyncio.Task[Archive]] = {}
         self._loading: dict[tuple[str, str], asyncio.Task[Adapter]] = {}
-        self._slots = asyncio.Semaphore(ADAPTER_LOADS_AT_ONCE)
+        self._slots = ClientSlots(ADAPTER_LOADS_AT_ONCE)
 
-    async def get(self, lora: LoraSource) -> Adapter:
-        """The adapter `lora.url` serves now, checked against the request's config."""
-        archive = await _shared(self._fetching, lora.source, lambda: self._fetch(lora.url))
+    async def get(self, lora: LoraSource, client: str = "") -> Adapter:
+        """The adapter `lora.url` serves now, checked against the request's config; its
+        download and load count against `client`'s slots and compute turns."""
+        archive = await _shared(self._fetching, lora.source, lambda: self._fetch(lora.url, client))
         adapter = self._ready.get(lora.source)
         if adapter is None or adapter.digest != archive.digest:
             key = (lora.source, archive.digest)
-            adapter = await _shared(self._loading, key, lambda: self._load(lora.source, archive))
+            adapter = await _shared(
+                self._loading, key, lambda: self._load(lora.source, archive, client)
+            )
         self._ready[lora.source] = adapter
         self._ready.move_to_end(lora.source)
         while len(self._ready) > ADAPTER_CACHE_SIZE:
@@ -91,14 +96,36 @@ class AdapterCache:
             check_given_config(lora.given_config, adapter.config)
         return adapter
 
-    async def _fetch(self, url: str) -> Archive:
-        async with self._slots:
+    async def _fetch(self, url: str, client: str) -> Archive:
+        async with self._slots.held(client):
             return await fetch_archive(url)
 
-    async def _load(self, source: str, archive: Archive) -> Adapter:
-        async with self._slots:
+    async def _load(self, source: str, archive: Archive, client: str) -> Adapter:
+        async with self._slots.held(client):
             files, config = await asyncio.to_thread(_unpack_and_check, archive.data)
-        return Adapter(source, archive.digest, config, await run_compute(apply_adapter, files))
+        model = await run_compute(apply_adapter, files, client=client)
+        return Adapter(source, archive.digest, config, model)
+
+
+class ClientSlots:
+    """At most `per_client` holders at once for each client, the clients independent."""
+
+    def __init__(self, per_client: int) -> None:
+        self._per_client = per_client
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._users: dict[str, int] = {}  # holders and waiters, to forget idle clients
+
+    @contextlib.asynccontextmanager
+    async def held(self, client: str) -> AsyncIterator[None]:
+        slots = self._slots.setdefault(client, asyncio.Semaphore(self._per_client))
+        self._users[client] = self._users.get(client, 0) + 1
+        try:
+            async with slots:
+                yield
+        finally:
+            self._users[client] -= 1
+            if not self._users[client]:
+                del self._users[client], self._slots[client]
 
 
 async def _shared(tasks: dict[K, asyncio.Task[V]], key: K, start: Callable[[], Awaitable[V]]) -> V:

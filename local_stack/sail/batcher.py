@@ -2,7 +2,9 @@
 
 The SDK sends a group's rollouts as concurrent creates; decoding them as one batch on the
 compute thread is what makes 64 rollouts cost little more than one. A batch holds one
-model (base or one adapter), so requests for different adapters form different batches.
+model (base or one adapter) and one client's requests, and clients take turns: a client
+that floods the stack with thousands of requests delays another's next request by one of
+its batches, not all of them.
 """
 
 from __future__ import annotations
@@ -35,25 +37,28 @@ class Job:
     model_key: str  # requests with the same key share a model and may share a batch
     model: torch.nn.Module
     done: asyncio.Future[Completion]
+    client: str = ""  # whose request it is: clients' batches take turns
 
 
 class Batcher:
-    """Decodes concurrent requests together: one batch per model, on the compute thread.
+    """Decodes concurrent requests together: one batch per client and model, on the compute
+    thread, the clients with waiting requests taking turns.
 
     The first request wakes the loop, which waits while more keep arriving; requests that
-    arrive while a batch runs form the next one. A failure stays with the request that
-    caused it: a batch that fails is decoded again one request at a time.
+    arrive while a batch runs join their client's queue. A failure stays with the request
+    that caused it: a batch that fails is decoded again one request at a time.
     """
 
     def __init__(self, generator: torch.Generator) -> None:
         self.generator = generator
         self.stats = {"batches": 0, "requests": 0, "largest_batch": 0, "split_batches": 0}
-        self._queue: list[Job] = []
+        # Each client's waiting jobs; the first client's batch goes next, then to the back.
+        self._queues: dict[str, list[Job]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def submit(self, job: Job) -> None:
-        self._queue.append(job)
+        self._queues.setdefault(job.client, []).append(job)
         self._wake.set()
         if self._task is None:
             self._task = asyncio.ensure_future(self._run())
@@ -62,26 +67,36 @@ class Batcher:
         if self._task is not None:
             self._task.cancel()
 
+    def _queued(self) -> int:
+        return sum(map(len, self._queues.values()))
+
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
             deadline = time.monotonic() + BATCH_WINDOW_SECONDS
             seen = 0
-            while len(self._queue) > seen and time.monotonic() < deadline:
-                seen = len(self._queue)
+            while self._queued() > seen and time.monotonic() < deadline:
+                seen = self._queued()
                 await asyncio.sleep(BATCH_QUIET_SECONDS)
             self._wake.clear()
-            jobs, self._queue = self._queue, []
-            groups: dict[str, list[Job]] = {}
-            for job in jobs:
-                groups.setdefault(job.model_key, []).append(job)
-            for group in groups.values():
-                for start in range(0, len(group), MAX_BATCH_SIZE):
-                    batch = group[start : start + MAX_BATCH_SIZE]
-                    self.stats["batches"] += 1
-                    self.stats["requests"] += len(batch)
-                    self.stats["largest_batch"] = max(self.stats["largest_batch"], len(batch))
-                    await self._decode(batch)
+            while self._queues:
+                await self._decode_next_batch()
+
+    async def _decode_next_batch(self) -> None:
+        """Decode the next client's oldest requests for one model; the client goes to the
+        back of the line if it has more."""
+        client = next(iter(self._queues))
+        jobs = self._queues.pop(client)
+        model_key = jobs[0].model_key
+        batch = [job for job in jobs if job.model_key == model_key][:MAX_BATCH_SIZE]
+        taken = {id(job) for job in batch}
+        rest = [job for job in jobs if id(job) not in taken]
+        if rest:
+            self._queues[client] = rest
+        self.stats["batches"] += 1
+        self.stats["requests"] += len(batch)
+        self.stats["largest_batch"] = max(self.stats["largest_batch"], len(batch))
+        await self._decode(batch)
 
     async def _decode(self, jobs: list[Job]) -> None:
         try:
@@ -91,6 +106,7 @@ class Batcher:
                 [job.prompt for job in jobs],
                 [job.params for job in jobs],
                 self.generator,
+                client=jobs[0].client,
             )
         except Exception as exc:
             if len(jobs) == 1:

@@ -21,7 +21,7 @@ from aiohttp import web
 from local_stack.config import SAIL_API_KEY, SAIL_KEY_PREFIX
 from local_stack.control.knobs import Knobs
 from local_stack.engine.compute import run_compute
-from local_stack.http import ApiError, ServiceStyle, bearer_client, read_json, service_app
+from local_stack.http import CLIENT, ApiError, ServiceStyle, bearer_client, read_json, service_app
 from local_stack.sail.files import read_upload
 from local_stack.sail.loras import parse_create_body
 from local_stack.sail.requests import parse_sampling_request
@@ -81,7 +81,7 @@ async def _stop_service(app: web.Application) -> None:
 async def create_response(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     body = await read_json(request, max_bytes=MAX_BODY_BYTES)
-    stored = await service.create(parse_sampling_request(body, service.vocab))
+    stored = await service.create(parse_sampling_request(body, service.vocab), request[CLIENT])
     if stored.request.background:
         return web.json_response(service.queued_body(stored))
     return web.json_response(await service.wait_until_done(stored))

@@ -84,8 +84,9 @@ class SailService:
         await self.loras.close()
         await self.batcher.close()
 
-    async def create(self, request: SamplingRequest) -> StoredResponse:
-        """Accept a checked request: load its adapter, queue it for decoding.
+    async def create(self, request: SamplingRequest, client: str = "") -> StoredResponse:
+        """Accept a checked request from `client`: load its adapter, queue it for decoding
+        (clients' requests take turns on the compute thread).
 
         Injected latency counts from the request's arrival, so loading the adapter, like
         decoding, happens inside it rather than adding to it.
@@ -93,7 +94,7 @@ class SailService:
         arrived, latency = time.monotonic(), self.knobs.latency
         model_key, model = "base", self.base_model
         if request.lora is not None:
-            adapter = await self._adapter(request)
+            adapter = await self._adapter(request, client)
             # Keyed by the model itself: queued jobs hold it, so its id cannot be reused by
             # another adapter while they wait (an evicted or deleted Adapter's could).
             model_key, model = f"lora:{id(adapter.model)}", adapter.model
@@ -101,7 +102,8 @@ class SailService:
         job = None
         if fault not in ENDING_FAULTS:
             done = asyncio.get_running_loop().create_future()
-            job = Job(self.vocab.to_compact(request.prompt), request.params, model_key, model, done)
+            prompt = self.vocab.to_compact(request.prompt)
+            job = Job(prompt, request.params, model_key, model, done, client)
             self.batcher.submit(job)
         self._forget_old_responses()
         stored = StoredResponse(
@@ -122,11 +124,11 @@ class SailService:
     def queued_body(self, stored: StoredResponse) -> dict[str, Any]:
         return wire.pending(stored.envelope(), "queued")
 
-    async def _adapter(self, request: SamplingRequest) -> Adapter:
+    async def _adapter(self, request: SamplingRequest, client: str) -> Adapter:
         """An uploaded LoRA by name or id, or a Tinker archive by URL."""
         if isinstance(request.lora, NamedLora):
             return self.loras.adapter_for(request.lora.name_or_id, request.model)
-        return await self.adapters.get(request.lora)
+        return await self.adapters.get(request.lora, client)
 
     async def wait(self, stored: StoredResponse) -> dict[str, Any]:
         """The response's current body; waits up to LONG_POLL_SECONDS for it to finish.

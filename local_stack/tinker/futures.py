@@ -11,11 +11,11 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 
 from local_stack.engine.checkpoints import CheckpointNotFound
-from local_stack.engine.compute import run_compute
+from local_stack.engine.compute import run_compute, run_compute_sliced
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +27,17 @@ SEQ_GAP_SECONDS = 5.0
 # gets near this; past it, the gap would stall the queue and then skip the real requests.
 MAX_SEQ_AHEAD = 1000
 
+
+@dataclass(frozen=True)
+class Sliced:
+    """A long job as a generator, run on the compute thread one slice (`yield`) at a time,
+    so other clients' work runs in between (`run_compute_sliced`)."""
+
+    start: Callable[[], Generator[None, None, object]]
+
+
 # A job's result: whatever the service computes (the routes encode it for the wire).
-Job = Callable[[], object]
+Job = Callable[[], object] | Sliced
 
 
 @dataclass
@@ -44,8 +53,9 @@ class Future:
         self.finished_at = time.monotonic()
         self.done.set()
 
-    async def complete_with(self, job: Job, not_before: float = 0.0) -> None:
-        """Run `job` on the compute thread and resolve with its result or its failure.
+    async def complete_with(self, job: Job, client: str, not_before: float = 0.0) -> None:
+        """Run `job` on the compute thread, in `client`'s turns, and resolve with its result
+        or its failure.
 
         A ValueError or a missing checkpoint is the request's fault ("user" category, which
         the SDK raises as RequestFailedError without retrying); anything else is ours.
@@ -53,7 +63,10 @@ class Future:
         then: an asyncio sleep, so the compute thread is free for other work meanwhile.
         """
         try:
-            payload = await run_compute(job)
+            if isinstance(job, Sliced):
+                payload = await run_compute_sliced(job.start(), client=client)
+            else:
+                payload = await run_compute(job, client=client)
         except (ValueError, CheckpointNotFound) as e:
             payload = {"error": str(e), "category": "user"}
         except Exception as e:

@@ -33,7 +33,7 @@ from local_stack.config import TINKER_API_KEY, TINKER_KEY_PREFIX, client_from_ke
 from local_stack.control.knobs import Knobs
 from local_stack.engine.checkpoints import CheckpointNotFound, CheckpointStore
 from local_stack.engine.trainer import ForwardBackwardResult
-from local_stack.http import ApiError, Handler, ServiceStyle, no_key, service_app
+from local_stack.http import CLIENT, ApiError, Handler, ServiceStyle, no_key, read_body, service_app
 from local_stack.tinker import requests, wire
 from local_stack.tinker.requests import Queued
 from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
@@ -42,6 +42,11 @@ API_PREFIX = "/api/v1"
 ARCHIVE_ROUTE = "/tinker/archives"
 # Held-open polls answer `try_again` after this long; the SDK's poll timeout is 45 s.
 LONG_POLL_SECONDS = 20.0
+# Body caps. The SDK cuts a forward_backward into chunks of at most 1024 datums and about
+# 5 MB by its own estimate (10 bytes a token); with 256-token datums and their loss inputs
+# that is under 10 MB. Every other request is a small JSON or protobuf message.
+MAX_FORWARD_BACKWARD_BYTES = 32 * 1024**2
+MAX_BODY_BYTES = 1024**2
 
 SERVICE = web.AppKey("tinker_service", TinkerService)
 PUBLIC_URL = web.AppKey("tinker_public_url", str)
@@ -109,6 +114,10 @@ def _json(payload: Any) -> web.Response:
     return web.json_response(payload)
 
 
+async def _body(request: web.Request, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+    return await read_body(request, max_bytes=max_bytes)
+
+
 def _future(request_id: str, model_id: str) -> web.Response:
     return _json({"request_id": request_id, "model_id": model_id})
 
@@ -134,12 +143,12 @@ async def server_capabilities(request: web.Request) -> web.Response:
 
 
 async def create_session(request: web.Request) -> web.Response:
-    requests.parse(types.CreateSessionRequest, await request.read())
+    requests.parse(types.CreateSessionRequest, await _body(request))
     return _json({"type": "create_session", "session_id": _service(request).create_session()})
 
 
 async def session_heartbeat(request: web.Request) -> web.Response:
-    _service(request).heartbeat(requests.session_id(await request.read()))
+    _service(request).heartbeat(requests.session_id(await _body(request)))
     return _json({"type": "session_heartbeat"})
 
 
@@ -152,12 +161,13 @@ async def finish_session(request: web.Request) -> web.Response:
 
 
 async def create_model(request: web.Request) -> web.Response:
-    request_id, model_id = _service(request).create_model(requests.new_model(await request.read()))
+    new_model = requests.new_model(await _body(request))
+    request_id, model_id = _service(request).create_model(new_model, request[CLIENT])
     return _future(request_id, model_id)
 
 
 async def get_info(request: web.Request) -> web.Response:
-    model = _service(request).model(requests.model_id(await request.read()))
+    model = _service(request).model(requests.model_id(await _body(request)))
     model_name = model.info.base_model
     return _json(
         {
@@ -175,18 +185,20 @@ def _queued(
     read: Callable[[bytes], Queued],
     parse: Callable[[Any], Any],
     plan: Callable[[TinkerService, TrainingModel, Any], Callable[[], object]],
+    max_bytes: int = MAX_BODY_BYTES,
 ) -> Handler:
     """A handler for a request to a model: `read` its position, queue `plan(parse(rest))`."""
 
     async def handler(request: web.Request) -> web.Response:
         service = _service(request)
-        body = await request.read()
+        body = await _body(request, max_bytes)
         queued = read(body)
         request_id = service.submit(
             queued.model_id,
             queued.seq_id,
             hashlib.sha256(body).hexdigest(),
             lambda model: plan(service, model, parse(queued.message)),
+            request[CLIENT],
         )
         return _future(request_id, queued.model_id)
 
@@ -194,7 +206,10 @@ def _queued(
 
 
 forward_backward = _queued(
-    requests.queued_forward_backward, requests.forward_backward, TinkerService.forward_backward
+    requests.queued_forward_backward,
+    requests.forward_backward,
+    TinkerService.forward_backward,
+    MAX_FORWARD_BACKWARD_BYTES,
 )
 optim_step = _queued(requests.queued_json, requests.adam_params, TinkerService.optim_step)
 save_weights_for_sampler = _queued(
@@ -205,7 +220,7 @@ load_weights = _queued(requests.queued_json, requests.load_weights, TinkerServic
 
 
 async def retrieve_future(request: web.Request) -> web.Response:
-    request_id = requests.request_id(await request.read())
+    request_id = requests.request_id(await _body(request))
     result = await _service(request).result(request_id, LONG_POLL_SECONDS)
     if result is None:
         return _json({"type": "try_again", "request_id": request_id, "queue_state": "active"})
@@ -219,7 +234,7 @@ async def retrieve_future(request: web.Request) -> web.Response:
 
 
 async def weights_info(request: web.Request) -> web.Response:
-    info = _service(request).checkpoint_run(requests.tinker_path(await request.read()))
+    info = _service(request).checkpoint_run(requests.tinker_path(await _body(request)))
     return _json(
         {
             "base_model": info.base_model,
@@ -233,7 +248,7 @@ async def weights_info(request: web.Request) -> web.Response:
 
 
 async def set_ttl(request: web.Request) -> web.Response:
-    ttl_seconds = requests.ttl_seconds(await request.read())
+    ttl_seconds = requests.ttl_seconds(await _body(request))
     _service(request).set_ttl(requests.checkpoint_ref(request.match_info), ttl_seconds)
     return _json({})
 

@@ -34,7 +34,7 @@ from local_stack.engine.model import (
     load_base_model,
 )
 from local_stack.engine.trainer import MODULE_GROUPS, ForwardBackwardResult, LoraTrainer
-from local_stack.tinker.futures import Future, FutureTable, RequestSequencer
+from local_stack.tinker.futures import Future, FutureTable, Job, RequestSequencer, Sliced
 from local_stack.tinker.requests import ForwardBackward, Load, NewModel, Save
 
 # How many of a model's latest requests a retry can still find (the SDK retries at once).
@@ -76,7 +76,7 @@ class StepPart:
     """A job that belongs to a training step: forward_backward calls, then the optim_step
     that ends the step. The `train_latency` knob times steps, not single requests."""
 
-    job: Callable[[], Result]
+    job: Job
     ends_step: bool
 
 
@@ -144,7 +144,7 @@ class TinkerService:
 
     # -- training models -------------------------------------------------------------------
 
-    def create_model(self, req: NewModel) -> tuple[str, str]:
+    def create_model(self, req: NewModel, client: str) -> tuple[str, str]:
         """Start building a model; returns its future's request id and the model id."""
         self._session(req.session_id)
         model_id = f"{req.session_id}:train:{req.model_seq_id}"
@@ -163,7 +163,7 @@ class TinkerService:
 
         async def create() -> None:
             try:
-                await future.complete_with(build)
+                await future.complete_with(build, client)
             finally:
                 self._building.discard(model_id)
 
@@ -180,13 +180,15 @@ class TinkerService:
         model_id: str | None,
         seq_id: int | None,
         digest: str,
-        prepare: Callable[[TrainingModel], Callable[[], Result] | StepPart],
+        prepare: Callable[[TrainingModel], Job | StepPart],
+        client: str,
     ) -> str:
         """Check a model request with `prepare` and queue the job it returns; the request id.
 
         A refused request still uses up its seq_id, so the requests after it do not wait.
         The same body sent again at the same seq_id is the SDK retrying after a timeout: it
-        gets the first request's id, and nothing runs twice.
+        gets the first request's id, and nothing runs twice. The job computes in `client`'s
+        turns on the compute thread.
         """
         model = self.model(model_id)
         if seq_id in model.answered and model.answered[seq_id][0] == digest:
@@ -198,25 +200,28 @@ class TinkerService:
             model.sequencer.submit(seq_id, None)
             raise
         request_id, future = self.futures.new()
-        model.sequencer.submit(seq_id, functools.partial(self._run, model, future, job))
+        model.sequencer.submit(seq_id, functools.partial(self._run, model, future, job, client))
         model.answered[seq_id] = (digest, request_id)
         while len(model.answered) > RETRY_MEMORY:
             model.answered.popitem(last=False)
         return request_id
 
-    async def _run(self, model: TrainingModel, future: Future, job: Callable | StepPart) -> None:
+    async def _run(
+        self, model: TrainingModel, future: Future, job: Job | StepPart, client: str
+    ) -> None:
         """Run a queued job. Under the `train_latency` knob, the optim_step that ends a step
         resolves no sooner than `train_latency` seconds after the queue reached the step's
         first request. Until then the model's queue waits, as behind a busy accelerator, but
         the compute thread does not: sampling runs meanwhile."""
         if not isinstance(job, StepPart):
-            return await future.complete_with(job)
+            return await future.complete_with(job, client)
         if model.step_started_at is None:
             model.step_started_at = time.monotonic()
         if not job.ends_step:
-            return await future.complete_with(job.job)
+            return await future.complete_with(job.job, client)
         started, model.step_started_at = model.step_started_at, None
-        await future.complete_with(job.job, not_before=started + self.knobs.train_latency)
+        not_before = started + self.knobs.train_latency
+        await future.complete_with(job.job, client, not_before=not_before)
 
     async def result(self, request_id: str, wait_seconds: float) -> Result | None:
         """The request's result, waiting up to `wait_seconds` for it (None: not yet)."""
@@ -231,11 +236,13 @@ class TinkerService:
 
     # -- what a model's requests do (each returns the job to queue) ------------------------
 
-    def forward_backward(
-        self, model: TrainingModel, req: ForwardBackward
-    ) -> Callable[[], Result] | StepPart:
-        job = functools.partial(
-            model.trainer.forward_backward, req.data, req.loss_fn, backward=req.backward
+    def forward_backward(self, model: TrainingModel, req: ForwardBackward) -> Job | StepPart:
+        # A chunk may hold a thousand datums: sliced by micro-batch, so that other clients'
+        # sampling and training run in between rather than after all of it.
+        job = Sliced(
+            functools.partial(
+                model.trainer.forward_backward_slices, req.data, req.loss_fn, backward=req.backward
+            )
         )
         return StepPart(job, ends_step=False) if req.backward else job  # forward-only: no step
 
