@@ -101,3 +101,13 @@ def test_the_prose_calls_flex_best_effort_and_claims_no_unconditional_hiding(not
     assert "overnight or off-peak" in text and "best-effort" in text
     assert "flex` is typically slower and cheaper" not in text
     assert "A pipeline can hide a slower completion window: with enough" not in text
+
+
+def test_the_sdk_still_offers_no_way_to_cancel_an_abandoned_response() -> None:
+    """Notebook 06 says a timed-out request cannot be cancelled through the SDK, so Sail may
+    still bill it. Sail's API reference documents a cancel route, but sail 0.17.1 exposes
+    only create and retrieve, and `SailTokenCompleter` keeps the response id to itself. When
+    this fails, the SDK has gained a cancel: use it for timed-out rollouts, and fix 06."""
+    public = {name for name in dir(sail.inference.responses) if not name.startswith("_")}
+    assert public == {"create", "retrieve"}
+    assert "cancel a request it gave up on" in _markdown("06_faster_loops.ipynb")
