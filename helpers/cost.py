@@ -11,8 +11,14 @@ paid request, with one sentence; there is no prompt, so papermill behaves the sa
 Locally nothing is paid for, so the estimate is printed and no cap applies. Each spending
 notebook's check cell calls `estimate_and_cap` with the rollouts of each part of its run.
 
-Sandboxes (notebook 07's Sailboxes) are counted apart, by `describe_sandboxes`: how many,
-and the most sandbox time they can hold. The budget caps sampled tokens only.
+Three more things cost money in the cloud and are counted beside the tokens, with no price
+(none is known): the adapter archive that Tinker builds and Sail downloads for every sampler
+checkpoint a notebook serves (its size is an assumption, `ASSUMED_ADAPTER_ARCHIVE_GB`),
+Tinker forward passes that score rollouts without training, and the rollouts cut at their
+timeout, which the token ceiling counts in full because Sail may bill what it sampled for
+them. Sandboxes (notebook 07's Sailboxes) are counted apart, by `describe_sandboxes`: how
+many (each pays a one-time creation charge), and the most sandbox time they can hold. The
+budget caps sampled tokens only.
 """
 
 from __future__ import annotations
@@ -30,6 +36,11 @@ HELD_OUT_SETS = {"local": 2, "cloud": 1}
 # Large enough for the cloud defaults of every notebook (notebook 06's is the largest,
 # 808 rollouts of at most 1,024 tokens), small enough that a mistyped parameter is caught.
 DEFAULT_BUDGET_SAMPLED_TOKENS = 1_000_000
+# An assumption, not a documented size: a Kimi K2.6 LoRA of rank 32 on every module holds
+# about 4.7 billion parameters, 2 bytes each in bf16, so each sampler checkpoint's archive
+# is about 9.4 GB, built by Tinker and downloaded by Sail once per checkpoint served.
+ASSUMED_ADAPTER_PARAMETERS = 4.7e9
+ASSUMED_ADAPTER_ARCHIVE_GB = ASSUMED_ADAPTER_PARAMETERS * 2 / 1e9
 
 
 @dataclass(frozen=True)
@@ -112,10 +123,14 @@ def estimate_and_cap(
     max_tokens: int,
     sampled: dict[str, int],
     trained_rollouts: int = 0,
+    adapter_archives: int = 0,
+    forward_rollouts: int = 0,
 ) -> Estimate:
     """Print what a notebook can spend, before its first request; in the cloud, refuse it if
     that passes the budget. `sampled` gives each part of the run with the rollouts it
-    samples (a part that samples nothing is left out of the list)."""
+    samples (a part that samples nothing is left out of the list); `adapter_archives` the
+    sampler checkpoints it serves through Sail, and `forward_rollouts` the rollouts Tinker
+    scores with forward passes, outside training."""
     spend = priced_estimate(
         sampled_rollouts=sum(sampled.values()),
         trained_rollouts=trained_rollouts,
@@ -124,8 +139,25 @@ def estimate_and_cap(
     parts = ", ".join(f"{count:,} {part}" for part, count in sampled.items() if count)
     print(spend.describe())
     print(f"  rollouts, each at most {max_tokens:,} tokens: {parts or 'none'}")
+    if backend == "cloud" and spend.rollouts:
+        print("  a rollout cut at its timeout counts in full: Sail may bill what it sampled for it")
+    if adapter_archives or forward_rollouts:
+        print(f"  also: {describe_other_costs(backend, adapter_archives, forward_rollouts)}")
     check_budget(spend, budget_sampled_tokens, backend)
     return spend
+
+
+def describe_other_costs(backend: str, adapter_archives: int, forward_rollouts: int) -> str:
+    """The costs beside sampled and trained tokens: adapter archives and forward passes."""
+    archives = f"{adapter_archives:,} adapter archives (one per sampler checkpoint served)"
+    if backend == "cloud":
+        archives += (
+            f", about {adapter_archives * ASSUMED_ADAPTER_ARCHIVE_GB:,.0f} GB built by Tinker"
+            f" and downloaded by Sail (assumed {ASSUMED_ADAPTER_ARCHIVE_GB:.1f} GB each: a"
+            " rank-32 Kimi K2.6 LoRA of about 4.7 billion bf16 parameters)"
+        )
+    forward = f"{forward_rollouts:,} rollouts scored by Tinker forward passes"
+    return f"{archives}; {forward}; no price known for either"
 
 
 def describe_sandboxes(lifetimes: dict[int, int], backend: str) -> str:
@@ -136,12 +168,21 @@ def describe_sandboxes(lifetimes: dict[int, int], backend: str) -> str:
     seconds = sum(lifetime * n for lifetime, n in lifetimes.items())
     if backend != "cloud":
         return f"sandboxes: {count} local ones, holding at most {seconds:,} sandbox-seconds"
-    price = load_prices()["usd_per_sailbox_hour_size_s"]
-    money = "no price known" if price is None else f"at most ${seconds / 3600 * price:,.2f}"
+    prices = load_prices()
+    per_hour, per_creation = (
+        prices["usd_per_sailbox_hour_size_s"],
+        prices["usd_per_sailbox_creation_size_s"],
+    )
+    money = (
+        "no price known"
+        if per_hour is None or per_creation is None
+        else f"at most ${seconds / 3600 * per_hour + count * per_creation:,.2f}"
+    )
     return (
         f"Sailboxes: {count} of size s, holding at most {seconds:,} Sailbox-seconds "
-        f"(each ends at its cleanup, or when its lifetime budget runs out); {money}; "
-        "budget_sampled_tokens does not cap them"
+        f"(each ends at its cleanup, or when its lifetime budget runs out), and {count} "
+        f"one-time creation charges (Sail charges each Sailbox once when it is created); "
+        f"{money}; budget_sampled_tokens does not cap them"
     )
 
 

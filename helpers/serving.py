@@ -9,6 +9,11 @@ from typing import Any
 
 import sail
 
+# How long one rollout may wait for Sail, by completion window. `balanced` answers promptly,
+# so ten minutes means something went wrong. `flex` has no target response time: Sail runs it
+# when compute is cheapest, overnight for instance, so a flex rollout may wait for hours.
+ROLLOUT_TIMEOUT_S = {"balanced": 600, "flex": 12 * 3600}
+
 
 class SnapshotCompleter(sail.SailTokenCompleter):
     """A Sail completer that remembers the Tinker checkpoint it samples from.
@@ -38,7 +43,9 @@ async def sail_policy(
     """Save the current weights as sampler checkpoint `name` and return a Sail completer for it.
 
     Tinker deletes the checkpoint `ttl_seconds` after this call (the save sets the TTL and
-    the signed-URL helper sets it again), or sooner if you delete `checkpoint_path`.
+    the signed-URL helper sets it again), or sooner if you delete `checkpoint_path`. The
+    completer polls Sail for as long as `completion_window` may take (`ROLLOUT_TIMEOUT_S`),
+    not the SDK's fixed 20 minutes.
     """
     save_future = await training_client.save_weights_for_sampler_async(
         name, ttl_seconds=ttl_seconds
@@ -53,6 +60,7 @@ async def sail_policy(
         max_tokens=max_tokens,
         temperature=temperature,
         completion_window=completion_window,
+        poll_timeout=ROLLOUT_TIMEOUT_S[completion_window],
         tinker_lora_signed_url=signed_url,
         adapter_config=adapter_config,
         tinker_lora_name=name,

@@ -23,7 +23,7 @@ from tinker_cookbook.rl.types import TrajectoryGroup
 from helpers.cost import sampled_tokens
 from helpers.rollout_failures import CountingPolicy
 from helpers.scoring import MathGroupBuilder, final_answer
-from helpers.serving import SnapshotCompleter, sail_policy
+from helpers.serving import ROLLOUT_TIMEOUT_S, SnapshotCompleter, sail_policy
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,6 @@ def split_degenerate_groups(
     return kept, degenerate
 
 
-ROLLOUT_TIMEOUT_S = 600  # a rollout that takes longer counts as failed
-
-
 async def rollout_groups(
     builders: list[MathGroupBuilder], policy: Any, min_successful: int = 2
 ) -> tuple[list[TrajectoryGroup], int]:
@@ -78,8 +75,9 @@ async def rollout_groups(
     compare. Returns the surviving groups and how many rollouts were dropped. If every
     rollout fails, it raises instead: a run that went on would learn and score nothing.
     """
+    timeout = ROLLOUT_TIMEOUT_S[policy.completion_window]  # flex may take hours
     counted = CountingPolicy(policy)
-    strategy = MinViableGroup(min_successful, max_retries=0, per_rollout_timeout=ROLLOUT_TIMEOUT_S)
+    strategy = MinViableGroup(min_successful, max_retries=0, per_rollout_timeout=timeout)
     results = await asyncio.gather(
         *(do_group_rollout(b, counted, strategy=strategy) for b in builders),
         return_exceptions=True,

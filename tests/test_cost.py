@@ -345,7 +345,7 @@ def _row(text: str, notebook: str) -> list[str]:
 def test_the_docs_state_each_notebooks_cloud_costs_as_its_defaults_give_them(doc: str) -> None:
     text = _cost_part(doc)
     for notebook, (rollouts, trained) in CLOUD_ROLLOUTS.items():
-        sampled, tokens, trained_on = _row(text, notebook)
+        sampled, tokens, trained_on, *_ = _row(text, notebook)
         assert sampled.startswith(f"{rollouts:,}") and tokens == f"{ceiling(notebook):,}"
         assert trained_on.startswith(f"{trained:,} rollouts" if trained else "nothing"), notebook
     row = " ".join(_row(text, "07_sandboxed_rollouts.ipynb"))

@@ -42,6 +42,9 @@ _WRITE_FILE_SCRIPT = (
     'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && if [ "$2" = 1 ]; then chmod +x -- "$1"; fi'
 )
 _BUDGET_SPENT = "the sandbox reached its lifetime budget and was terminated"
+# What `sail.ExecResult` reports for a command its timeout ended (sail 0.17.1,
+# `sail/exec_process.py`), and what `sail.TinkerSandbox` passes through unchanged.
+TIMEOUT_EXIT_CODE = 124
 
 
 class SandboxUnavailableError(SandboxError):
@@ -108,8 +111,11 @@ class LocalSandbox:
     ) -> SandboxResult:
         """Run `command` with bash; past `timeout` seconds it is killed with all it started.
 
-        Each output stream keeps its first `max_output_bytes` (default: the 64 MiB ceiling);
-        a timed-out command reports exit code -1 and `metrics["timed_out"]`, as Sail does.
+        Each output stream keeps its first `max_output_bytes` (default: the 64 MiB ceiling).
+        The result carries `sail.ExecResult`'s fields as `sail.TinkerSandbox` passes them
+        on: a command its timeout ended has exit code 124 and `metrics["timed_out"]`, and
+        its stderr is only what the command wrote (nothing is appended). A timeout of zero
+        or less runs nothing and reports exit code -1, as `TinkerSandbox` does.
         """
         await self._check_alive()
         if timeout is not None and timeout <= 0:
@@ -125,14 +131,10 @@ class LocalSandbox:
             timeout=timeout,
             limit=max_output_bytes,
         )
-        stderr = outcome.stderr_text
-        if outcome.timed_out:
-            separator = "" if not stderr or stderr.endswith("\n") else "\n"
-            stderr = f"{stderr}{separator}command timed out after {timeout} seconds"
         return SandboxResult(
             stdout=outcome.stdout_text,
-            stderr=stderr,
-            exit_code=-1 if outcome.timed_out else outcome.exit_code,
+            stderr=outcome.stderr_text,
+            exit_code=TIMEOUT_EXIT_CODE if outcome.timed_out else outcome.exit_code,
             metrics={
                 "timed_out": outcome.timed_out,
                 "stdout_truncated": outcome.stdout_truncated,
