@@ -241,7 +241,11 @@ class TinkerService:
         # sampling and training run in between rather than after all of it.
         job = Sliced(
             functools.partial(
-                model.trainer.forward_backward_slices, req.data, req.loss_fn, backward=req.backward
+                model.trainer.forward_backward_slices,
+                req.data,
+                req.loss_fn,
+                backward=req.backward,
+                config=req.config,
             )
         )
         return StepPart(job, ends_step=False) if req.backward else job  # forward-only: no step
