@@ -20,7 +20,7 @@ import torch
 from aiohttp import web
 
 from local_stack import config, idle
-from local_stack.control.knobs import Knobs
+from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.control.routes import control_app
 from local_stack.sail.routes import SERVICE as SAIL_SERVICE
 from local_stack.sail.routes import sail_app
@@ -34,10 +34,11 @@ def make_app(public_url: str) -> web.Application:
     app = web.Application(client_max_size=256 * 1024**2)
     app[STORAGE_DIR] = config.storage_dir()
     app.router.add_get("/healthz", healthz)
-    knobs = Knobs.from_settings(config.knob_settings_from_env())
+    knobs = ClientKnobs(Knobs.from_settings(config.knob_settings_from_env()))
     sail = sail_app(knobs)
     app.add_subapp("/v1", sail)
-    app.add_subapp("/local", control_app(knobs, stats=lambda: sail[SAIL_SERVICE].stats()))
+    control = control_app(knobs, lambda: sail[SAIL_SERVICE].stats(), app[STORAGE_DIR])
+    app.add_subapp("/local", control)
     mount_tinker(app, app[STORAGE_DIR], public_url, knobs)
     return app
 

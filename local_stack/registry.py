@@ -3,7 +3,8 @@
 `stack.json` names the running stack (URL, pid, start-up settings). `stack.lock` (an
 `flock`) makes find-or-start and stop atomic across processes, so two kernels starting at
 once get one stack. `clients/<pid>` marks each process that uses the stack, so the stack
-can tell when nobody needs it any more (see `local_stack.idle`).
+can tell when nobody needs it any more (see `local_stack.idle`) and forget the settings
+of a client whose process has gone (see `local_stack.control.routes`).
 """
 
 from __future__ import annotations
@@ -77,10 +78,12 @@ def locked(storage_dir: Path, timeout: float) -> Iterator[bool]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def add_client(storage_dir: Path, pid: int) -> None:
+def add_client(storage_dir: Path, pid: int, client: str = "") -> None:
+    """Mark `pid` as using the stack, as the client its keys name (its settings go with it)."""
     clients = storage_dir / config.STACK_CLIENTS_DIR
     clients.mkdir(exist_ok=True)
-    (clients / str(pid)).write_text(repr(psutil.Process(pid).create_time()))
+    entry = {"created": psutil.Process(pid).create_time(), "client": client}
+    (clients / str(pid)).write_text(json.dumps(entry))
 
 
 def remove_client(storage_dir: Path, pid: int) -> None:
@@ -88,18 +91,38 @@ def remove_client(storage_dir: Path, pid: int) -> None:
 
 
 def live_clients(storage_dir: Path) -> list[int]:
-    """Pids of the processes using the stack; forgets those that died without saying so.
+    """Pids of the processes using the stack; forgets those that died without saying so."""
+    return sorted(_live_entries(storage_dir))
 
-    A pid counts only with the start time it was registered with, so a recycled pid does
-    not keep the stack alive."""
+
+def live_client_names(storage_dir: Path) -> set[str]:
+    """The client names of the processes using the stack."""
+    return set(_live_entries(storage_dir).values())
+
+
+def _live_entries(storage_dir: Path) -> dict[int, str]:
+    """{pid: client} of the processes using the stack. A pid counts only with the start time
+    it was registered with, so a recycled pid does not keep the stack alive. What is not a
+    pid's file (a directory, a stray name) is not ours: it is left alone and ignored."""
     clients = storage_dir / config.STACK_CLIENTS_DIR
-    alive = []
+    alive = {}
     for entry in clients.iterdir() if clients.is_dir() else ():
+        if not entry.name.isdigit() or entry.is_symlink() or not entry.is_file():
+            continue
         try:
-            if psutil.Process(int(entry.name)).create_time() == float(entry.read_text()):
-                alive.append(int(entry.name))
+            created, client = _parse_entry(entry.read_text())
+            if psutil.Process(int(entry.name)).create_time() == created:
+                alive[int(entry.name)] = client
                 continue
-        except (psutil.Error, ValueError, OSError):
+        except (psutil.Error, ValueError, TypeError, KeyError, OSError):
             pass
         entry.unlink(missing_ok=True)
     return alive
+
+
+def _parse_entry(text: str) -> tuple[float, str]:
+    """(start time, client) from `{"created", "client"}`, or from a bare start time."""
+    entry = json.loads(text)
+    if isinstance(entry, dict):
+        return float(entry["created"]), str(entry.get("client", ""))
+    return float(entry), ""

@@ -62,7 +62,7 @@ def start_local_stack() -> LocalStack:
     """Use this storage dir's stack, starting it if none runs, and point the SDKs at it."""
     global _attached
     stack = ensure_local_stack()
-    registry.add_client(stack.storage_dir, os.getpid())
+    registry.add_client(stack.storage_dir, os.getpid(), config.process_client())
     _attached = stack
     _point_sdks_at(stack.url)
     return stack

@@ -19,9 +19,16 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from local_stack.config import SAIL_API_KEY, SAIL_KEY_PREFIX
-from local_stack.control.knobs import Knobs
+from local_stack.control.knobs import ClientKnobs
 from local_stack.engine.compute import run_compute
-from local_stack.http import ApiError, ServiceStyle, bearer_client, read_json, service_app
+from local_stack.http import (
+    CLIENT,
+    ApiError,
+    ServiceStyle,
+    bearer_client,
+    read_json,
+    service_app,
+)
 from local_stack.sail.files import read_upload
 from local_stack.sail.loras import parse_create_body
 from local_stack.sail.requests import parse_sampling_request
@@ -32,7 +39,7 @@ MAX_BODY_BYTES = 1024**2
 MAX_LORA_BODY_BYTES = 64 * 1024  # a name, model ids and two file ids
 
 SERVICE = web.AppKey("sail_service", SailService)
-KNOBS = web.AppKey("sail_knobs", Knobs)
+KNOBS = web.AppKey("sail_knobs", ClientKnobs)
 
 
 def _error_body(error: ApiError) -> dict:
@@ -55,7 +62,7 @@ SAIL_STYLE = ServiceStyle(
 )
 
 
-def sail_app(knobs: Knobs) -> web.Application:
+def sail_app(knobs: ClientKnobs) -> web.Application:
     """The Sail sub-app; its service (and the model) loads when the app starts."""
     app = service_app(SAIL_STYLE)
     app[KNOBS] = knobs
@@ -81,7 +88,7 @@ async def _stop_service(app: web.Application) -> None:
 async def create_response(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     body = await read_json(request, max_bytes=MAX_BODY_BYTES)
-    stored = await service.create(parse_sampling_request(body, service.vocab))
+    stored = await service.create(parse_sampling_request(body, service.vocab), request[CLIENT])
     if stored.request.background:
         return web.json_response(service.queued_body(stored))
     return web.json_response(await service.wait_until_done(stored))

@@ -15,12 +15,12 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tinker.types import AdamParams
 
-from local_stack.control.knobs import Knobs
+from local_stack.control.knobs import ClientKnobs
 from local_stack.engine.checkpoints import (
     CheckpointExists,
     CheckpointRef,
@@ -78,12 +78,13 @@ class StepPart:
 
     job: Callable[[], Result]
     ends_step: bool
+    train_latency: float = 0.0  # the least the step takes: the submitting client's knob
 
 
 class TinkerService:
     """Sessions, training models and their queued work, and the checkpoint store."""
 
-    def __init__(self, store: CheckpointStore, knobs: Knobs) -> None:
+    def __init__(self, store: CheckpointStore, knobs: ClientKnobs) -> None:
         self.store = store
         self.knobs = knobs
         self.sessions: dict[str, bool] = {}  # session id -> finished
@@ -181,12 +182,14 @@ class TinkerService:
         seq_id: int | None,
         digest: str,
         prepare: Callable[[TrainingModel], Callable[[], Result] | StepPart],
+        client: str = "",
     ) -> str:
         """Check a model request with `prepare` and queue the job it returns; the request id.
 
         A refused request still uses up its seq_id, so the requests after it do not wait.
         The same body sent again at the same seq_id is the SDK retrying after a timeout: it
-        gets the first request's id, and nothing runs twice.
+        gets the first request's id, and nothing runs twice. A step takes at least the
+        `train_latency` that `client`, who sends its optim_step, has set.
         """
         model = self.model(model_id)
         if seq_id in model.answered and model.answered[seq_id][0] == digest:
@@ -194,6 +197,8 @@ class TinkerService:
         seq_id = model.sequencer.claim(seq_id)
         try:
             job = prepare(model)
+            if isinstance(job, StepPart):
+                job = replace(job, train_latency=self.knobs.of(client).train_latency)
         except Exception:
             model.sequencer.submit(seq_id, None)
             raise
@@ -216,7 +221,7 @@ class TinkerService:
         if not job.ends_step:
             return await future.complete_with(job.job)
         started, model.step_started_at = model.step_started_at, None
-        await future.complete_with(job.job, not_before=started + self.knobs.train_latency)
+        await future.complete_with(job.job, not_before=started + job.train_latency)
 
     async def result(self, request_id: str, wait_seconds: float) -> Result | None:
         """The request's result, waiting up to `wait_seconds` for it (None: not yet)."""
