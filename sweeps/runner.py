@@ -39,7 +39,7 @@ from helpers.defaults import with_defaults
 from helpers.errors import CourseConfigError
 from helpers.params import HELD_OUT_PROBLEMS, check_params
 from helpers.runlog import RUNS_DIR
-from scripts.run_notebooks import ROOT, execute, local_stack_for
+from sweeps.notebook_runs import ROOT, execute, local_stack_for
 from sweeps.runs import notebook_defaults, read_run
 
 NOTEBOOK = ROOT / "notebooks" / "04_training_loop.ipynb"
