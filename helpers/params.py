@@ -162,6 +162,22 @@ class Matches:
             _refuse(name, self.allowed, value)
 
 
+RUN_NAME = Matches(
+    r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
+    "1-64 letters, digits, '.', '_' or '-' (it names a folder under runs/)",
+)
+# runs/local-stack is the local stack's storage (checkpoints, its log): no run may write there.
+STACK_FOLDER = "local-stack"
+
+
+def run_name(name: str, value: object, checking: Checking) -> None:
+    RUN_NAME(name, value)
+    if str(value).lower() == STACK_FOLDER:  # also on a case-insensitive file system
+        raise CourseConfigError(
+            f"{name} {value!r} is the local stack's own folder under runs/; pick another name."
+        )
+
+
 def backend_with_keys(name: str, value: object, checking: Checking) -> None:
     check_backend(value)
 
@@ -228,10 +244,7 @@ RULES: dict[str, Rule] = {
     "max_tokens": max_tokens,
     "temperature": temperature,
     "completion_window": completion_window,
-    "run_name": Matches(
-        r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
-        "1-64 letters, digits, '.', '_' or '-' (it names a folder under runs/)",
-    ),
+    "run_name": run_name,
     "eval_problems": problems(HELD_OUT_PROBLEMS, "held-out", none_ok=True),
     "eval_samples": Whole(1, MAX_GROUP_SIZE, none_ok=True),
     "budget_sampled_tokens": Whole(0, 10**12),
