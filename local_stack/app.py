@@ -14,19 +14,23 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from aiohttp import web
 
-from local_stack import config, idle
+from local_stack import config, idle, registry
 from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.control.routes import control_app
+from local_stack.registry import StackRecord
 from local_stack.sail.routes import SERVICE as SAIL_SERVICE
 from local_stack.sail.routes import sail_app
+from local_stack.tinker.routes import SERVICE as TINKER_SERVICE
 from local_stack.tinker.routes import mount_tinker
 
 STORAGE_DIR = web.AppKey("storage_dir", Path)
+WORK_PENDING = web.AppKey("work_pending", Callable[[], bool])  # queued or running work
 
 
 def make_app(public_url: str) -> web.Application:
@@ -40,6 +44,9 @@ def make_app(public_url: str) -> web.Application:
     control = control_app(knobs, lambda: sail[SAIL_SERVICE].stats(), app[STORAGE_DIR])
     app.add_subapp("/local", control)
     mount_tinker(app, app[STORAGE_DIR], public_url, knobs)
+    app[WORK_PENDING] = lambda: (
+        sail[SAIL_SERVICE].has_pending_work() or app[TINKER_SERVICE].has_pending_work()
+    )
     return app
 
 
@@ -56,8 +63,16 @@ def serve(port: int) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.HOST, port))
     url = f"http://{config.HOST}:{sock.getsockname()[1]}"
+    # Held until this process exits: no second server can serve the same storage dir.
+    serving = registry.hold_serving(
+        config.storage_dir(), StackRecord(url, os.getpid(), config.stack_settings())
+    )
+    if serving is None:
+        running = registry.serving_record(config.storage_dir())
+        who = f"pid {running.pid} at {running.url}" if running else "one starting now"
+        sys.exit(f"another local stack ({who}) already serves {config.storage_dir()}")
     app = make_app(url)
-    idle.install(app, config.storage_dir())
+    idle.install(app, config.storage_dir(), busy=app[WORK_PENDING])
     # The model, tokenizer and libraries are loaded for good: keep the garbage collector from
     # walking them all again. Such a full collection took over a second on a busy machine,
     # and stops every request meanwhile.

@@ -2,7 +2,10 @@
 
 `stack.json` names the running stack (URL, pid, start-up settings). `stack.lock` (an
 `flock`) makes find-or-start and stop atomic across processes, so two kernels starting at
-once get one stack. `clients/<pid>` marks each process that uses the stack, so the stack
+once get one stack. `stack.serving` is locked by the server itself for its whole life and
+holds its own URL, pid and settings: a second server cannot start on the same storage dir,
+and a process named by a lost or forged `stack.json` is this dir's server only if it is the
+one holding that lock. `clients/<pid>` marks each process that uses the stack, so the stack
 can tell when nobody needs it any more (see `local_stack.idle`) and forget the settings
 of a client whose process has gone (see `local_stack.control.routes`).
 """
@@ -17,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -53,6 +57,40 @@ def remove_record(storage_dir: Path, pid: int) -> None:
     record = read_record(storage_dir)
     if record is not None and record.pid == pid:
         (storage_dir / config.STACK_RECORD_FILE).unlink(missing_ok=True)
+
+
+def hold_serving(storage_dir: Path, record: StackRecord) -> IO[str] | None:
+    """Server side: lock `stack.serving` for as long as the returned file stays open (the
+    process's life) and write `record` into it; None if another server holds it."""
+    handle = open(storage_dir / config.STACK_SERVING_FILE, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps(asdict(record)))
+    handle.flush()
+    return handle
+
+
+def serving_record(storage_dir: Path) -> StackRecord | None:
+    """The record of the server that holds `stack.serving` now, or None if none does."""
+    try:
+        handle = open(storage_dir / config.STACK_SERVING_FILE)
+    except OSError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: a server is running
+            try:
+                return StackRecord(**json.loads(handle.read()))
+            except (ValueError, TypeError):  # being written at this very moment
+                return None
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return None
 
 
 @contextmanager

@@ -118,6 +118,15 @@ class SailService:
         self.responses[stored.id] = stored
         return stored
 
+    def has_pending_work(self) -> bool:
+        """Whether a response is still queued, decoding, or inside its injected latency."""
+        now = time.monotonic()
+        return any(
+            stored.body is None
+            and (stored.ready_at > now or (stored.job is not None and not stored.job.done.done()))
+            for stored in self.responses.values()
+        )
+
     def find(self, response_id: str) -> StoredResponse | None:
         return self.responses.get(response_id)
 

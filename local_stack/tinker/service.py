@@ -104,6 +104,10 @@ class TinkerService:
         for task in self._tasks:
             task.cancel()
 
+    def has_pending_work(self) -> bool:
+        """Whether a request is still queued or running (its future not resolved)."""
+        return self.futures.has_pending() or bool(self._building)
+
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -253,10 +257,10 @@ class TinkerService:
             raise CheckpointExists(f"{ref.tinker_path} already exists; pass overwrite=True")
 
         def save() -> dict:
-            staging = self.store.staging_dir()
-            model.trainer.save(staging, with_optimizer=ref.kind == "weights")
-            # Checked again as it is written: a save queued meanwhile may have taken the name.
-            self.store.publish(ref, staging, req.ttl_seconds, overwrite=req.overwrite)
+            with self.store.staging_dir() as staging:
+                model.trainer.save(staging, with_optimizer=ref.kind == "weights")
+                # Checked again as written: a save queued meanwhile may have taken the name.
+                self.store.publish(ref, staging, req.ttl_seconds, overwrite=req.overwrite)
             kind = "save_weights" if ref.kind == "weights" else "save_weights_for_sampler"
             return {"type": kind, "path": ref.tinker_path}
 
