@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,25 +61,47 @@ class Course:
     def simulate_latency(self, **knobs: float) -> None:
         """Local backend only: make the local stack wait as the cloud would. `latency` is how
         long a Sail response reports `in_progress`; `train_latency` the least a Tinker training
-        step takes (`local_stack.control.knobs`). The real services have no such setting."""
+        step takes (`local_stack.control.knobs`). They apply to this kernel's requests only,
+        until `simulated_latency` ends or the kernel exits. The real services have no such
+        setting."""
         if self.backend != "local":
             raise CourseConfigError(
                 "simulated latencies exist only on the local stack; with backend='cloud' "
                 "the waits are the services' own."
             )
         from local_stack.control.client import set_knobs
-        from local_stack.supervisor import start_local_stack
 
         try:
-            set_knobs(start_local_stack().url, **knobs)  # connect() started it: this finds it
+            set_knobs(_local_stack_url(), **knobs)
         except ValueError as error:  # the stack names the knob and its range
             raise CourseConfigError(str(error)) from None
+
+    @contextmanager
+    def simulated_latency(self, **knobs: float) -> Iterator[None]:
+        """`simulate_latency(**knobs)` for the `with` block, then the stack's own settings
+        again, however the block ends. In the cloud it changes nothing: the waits are real."""
+        if self.backend != "local":
+            yield
+            return
+        from local_stack.control.client import reset_knobs
+
+        try:
+            self.simulate_latency(**knobs)
+            yield
+        finally:
+            reset_knobs(_local_stack_url())
 
     def __repr__(self) -> str:
         return (
             f"Course(backend={self.backend!r}, model={self.model_name!r}, "
             f"train_rows={len(self.train_rows)}, held_out_rows={len(self.held_out_rows)})"
         )
+
+
+def _local_stack_url() -> str:
+    from local_stack.supervisor import start_local_stack
+
+    return start_local_stack().url  # connect() started it: this finds it
 
 
 def connect(backend: str = "local") -> Course:

@@ -38,6 +38,7 @@ from helpers.params import (
     fewer_than_steps,
     max_tokens,
     problems,
+    run_name,
     temperature,
 )
 
@@ -116,12 +117,7 @@ EXAMPLE_INDEX = Parameter(
     0, problems(TRAIN_PROBLEMS, "training", index=True), "which training problem to use"
 )
 RUN_NAME = Parameter(
-    "arithmetic",
-    Matches(
-        r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
-        "1-64 letters, digits, '.', '_' or '-' (it names a folder under runs/)",
-    ),
-    "runs/<run_name>/ holds the run's metrics, figures and resume state",
+    "arithmetic", run_name, "runs/<run_name>/ holds the run's metrics, figures and resume state"
 )
 BUDGET = Parameter(
     1_000_000,

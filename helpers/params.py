@@ -183,10 +183,6 @@ class Matches:
         return self.allowed
 
 
-def backend_with_keys(name: str, value: object, checking: Checking) -> None:
-    check_backend(value)
-
-
 def described(text: str) -> Callable[[Rule], Rule]:
     """Give a rule written as a function the `describe()` the rule classes have."""
 
@@ -204,6 +200,27 @@ def python_literal(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
         return f"{value:_}"
     return repr(value)
+
+
+RUN_NAME = Matches(
+    r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
+    "1-64 letters, digits, '.', '_' or '-' (it names a folder under runs/)",
+)
+# runs/local-stack is the local stack's storage (checkpoints, its log): no run may write there.
+STACK_FOLDER = "local-stack"
+
+
+@described(RUN_NAME.allowed + ", not local-stack")
+def run_name(name: str, value: object, checking: Checking) -> None:
+    RUN_NAME(name, value)
+    if str(value).lower() == STACK_FOLDER:  # also on a case-insensitive file system
+        raise CourseConfigError(
+            f"{name} {value!r} is the local stack's own folder under runs/; pick another name."
+        )
+
+
+def backend_with_keys(name: str, value: object, checking: Checking) -> None:
+    check_backend(value)
 
 
 @described(f"0 (greedy), or {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}")

@@ -4,6 +4,10 @@ In JupyterLab a tqdm bar fills as steps finish. Under papermill (or any run with
 watching) a bar would be stored as a frozen widget, so each step is one plain log line
 instead. JupyterLab marks its kernels with `JPY_SESSION_NAME`; papermill does not.
 
+A step's line may be long (notebook 04 shows ten metrics); JupyterLab breaks an output line
+that is wider than its output area anywhere, even inside a word, so a long line is broken
+here first, between its " | " fields, into lines of at most `LINE_CHARS`.
+
 A loop's progress also remembers the cell that last used it, so that when that cell is
 interrupted (or stopped by a dead stack), `helpers.errors` can close the bar and say in
 one line how far the loop got, instead of leaving a half-filled bar above a traceback.
@@ -12,6 +16,12 @@ one line how far the loop got, instead of leaving a half-filled bar above a trac
 from __future__ import annotations
 
 import os
+
+# About what a JupyterLab output area shows on one line in a 1400 px wide window with the
+# file browser open (13 px monospace), less the "[step/total] " prefix.
+LINE_CHARS = 100
+FIELD_SEPARATOR = " | "
+CONTINUATION = "    "
 
 
 def is_interactive() -> bool:
@@ -46,10 +56,11 @@ class StepProgress:
 
     def step_done(self, line: str) -> None:
         self.done += 1
+        lines = "\n".join(fit_fields(line))
         if self._bar is None:
-            print(f"[{self.done}/{self.total}] {line}", flush=True)
+            print(f"[{self.done}/{self.total}] {lines}", flush=True)
         else:
-            self._bar.write(line)
+            self._bar.write(lines)
             self._bar.update(1)
         self._mark_in_use()
 
@@ -61,6 +72,20 @@ class StepProgress:
     def _mark_in_use(self) -> None:
         global _latest
         _latest = (self, _current_cell())
+
+
+def fit_fields(line: str, width: int = LINE_CHARS) -> list[str]:
+    """`line` as lines of at most `width` characters, broken only between its " | " fields
+    (the lines after the first indented); a field wider than that keeps a line of its own."""
+    fields = line.split(FIELD_SEPARATOR)
+    lines = [fields[0]]
+    for field in fields[1:]:
+        joined = lines[-1] + FIELD_SEPARATOR + field
+        if len(joined) <= width:
+            lines[-1] = joined
+        else:
+            lines.append(CONTINUATION + field)
+    return lines
 
 
 def stop_loop_of_this_cell() -> str | None:

@@ -14,21 +14,25 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from aiohttp import web
 from yarl import URL
 
-from local_stack import config, guard, idle
-from local_stack.control.knobs import Knobs
+from local_stack import config, guard, idle, registry
+from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.control.routes import control_app
+from local_stack.registry import StackRecord
 from local_stack.sail.routes import SERVICE as SAIL_SERVICE
 from local_stack.sail.routes import sail_app
+from local_stack.tinker.routes import SERVICE as TINKER_SERVICE
 from local_stack.tinker.routes import mount_tinker
 
 STORAGE_DIR = web.AppKey("storage_dir", Path)
 GUARD = web.AppKey("guard", guard.Guard)
+WORK_PENDING = web.AppKey("work_pending", Callable[[], bool])  # queued or running work
 
 
 def make_app(public_url: str) -> web.Application:
@@ -39,11 +43,15 @@ def make_app(public_url: str) -> web.Application:
     app[GUARD] = request_guard
     app[STORAGE_DIR] = config.storage_dir()
     app.router.add_get("/healthz", healthz)
-    knobs = Knobs.from_settings(config.knob_settings_from_env())
+    knobs = ClientKnobs(Knobs.from_settings(config.knob_settings_from_env()))
     sail = sail_app(knobs)
     app.add_subapp("/v1", sail)
-    app.add_subapp("/local", control_app(knobs, stats=lambda: sail[SAIL_SERVICE].stats()))
+    control = control_app(knobs, lambda: sail[SAIL_SERVICE].stats(), app[STORAGE_DIR])
+    app.add_subapp("/local", control)
     mount_tinker(app, app[STORAGE_DIR], public_url, knobs)
+    app[WORK_PENDING] = lambda: (
+        sail[SAIL_SERVICE].has_pending_work() or app[TINKER_SERVICE].has_pending_work()
+    )
     return app
 
 
@@ -61,8 +69,16 @@ def serve(port: int) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.HOST, port))
     url = f"http://{config.HOST}:{sock.getsockname()[1]}"
+    # Held until this process exits: no second server can serve the same storage dir.
+    serving = registry.hold_serving(
+        config.storage_dir(), StackRecord(url, os.getpid(), config.stack_settings())
+    )
+    if serving is None:
+        running = registry.serving_record(config.storage_dir())
+        who = f"pid {running.pid} at {running.url}" if running else "one starting now"
+        sys.exit(f"another local stack ({who}) already serves {config.storage_dir()}")
     app = make_app(url)
-    idle.install(app, config.storage_dir())
+    idle.install(app, config.storage_dir(), busy=app[WORK_PENDING])
     # The model, tokenizer and libraries are loaded for good: keep the garbage collector from
     # walking them all again. Such a full collection took over a second on a busy machine,
     # and stops every request meanwhile.

@@ -40,6 +40,7 @@ IDLE_MINUTES_VAR = "COURSE_LOCAL_STACK_IDLE_MINUTES"  # default 30, see idle_sec
 # One stack serves every process that uses a storage dir; these files in that dir find it.
 STACK_RECORD_FILE = "stack.json"  # {"url", "pid", ...} of the running stack
 STACK_LOCK_FILE = "stack.lock"  # held while a stack is being found, started or stopped
+STACK_SERVING_FILE = "stack.serving"  # locked by the running server for its life: its URL, pid
 STACK_LOG_FILE = "stack.log"  # the running stack's stderr (it outlives any terminal)
 STACK_CLIENTS_DIR = "clients"  # one file per process using the stack, named by its pid
 DEFAULT_IDLE_MINUTES = 30.0
@@ -76,6 +77,11 @@ def knob_settings_from_env() -> dict[str, str]:
         "seed": SAIL_SEED_VAR,
     }
     return {knob: os.environ[var] for knob, var in names.items() if os.environ.get(var)}
+
+
+def stack_settings() -> dict[str, str]:
+    """What a stack is started with and must match to be reused: knobs and torch threads."""
+    return {**knob_settings_from_env(), "torch_threads": str(torch_threads())}
 
 
 def client_keys(client: str) -> dict[str, str]:

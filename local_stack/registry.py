@@ -2,8 +2,12 @@
 
 `stack.json` names the running stack (URL, pid, start-up settings). `stack.lock` (an
 `flock`) makes find-or-start and stop atomic across processes, so two kernels starting at
-once get one stack. `clients/<pid>` marks each process that uses the stack, so the stack
-can tell when nobody needs it any more (see `local_stack.idle`).
+once get one stack. `stack.serving` is locked by the server itself for its whole life and
+holds its own URL, pid and settings: a second server cannot start on the same storage dir,
+and a process named by a lost or forged `stack.json` is this dir's server only if it is the
+one holding that lock. `clients/<pid>` marks each process that uses the stack, so the stack
+can tell when nobody needs it any more (see `local_stack.idle`) and forget the settings
+of a client whose process has gone (see `local_stack.control.routes`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -54,6 +59,40 @@ def remove_record(storage_dir: Path, pid: int) -> None:
         (storage_dir / config.STACK_RECORD_FILE).unlink(missing_ok=True)
 
 
+def hold_serving(storage_dir: Path, record: StackRecord) -> IO[str] | None:
+    """Server side: lock `stack.serving` for as long as the returned file stays open (the
+    process's life) and write `record` into it; None if another server holds it."""
+    handle = open(storage_dir / config.STACK_SERVING_FILE, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps(asdict(record)))
+    handle.flush()
+    return handle
+
+
+def serving_record(storage_dir: Path) -> StackRecord | None:
+    """The record of the server that holds `stack.serving` now, or None if none does."""
+    try:
+        handle = open(storage_dir / config.STACK_SERVING_FILE)
+    except OSError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: a server is running
+            try:
+                return StackRecord(**json.loads(handle.read()))
+            except (ValueError, TypeError):  # being written at this very moment
+                return None
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return None
+
+
 @contextmanager
 def locked(storage_dir: Path, timeout: float) -> Iterator[bool]:
     """Hold the storage dir's lock; yields False if it stayed busy for `timeout` seconds.
@@ -77,10 +116,12 @@ def locked(storage_dir: Path, timeout: float) -> Iterator[bool]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def add_client(storage_dir: Path, pid: int) -> None:
+def add_client(storage_dir: Path, pid: int, client: str = "") -> None:
+    """Mark `pid` as using the stack, as the client its keys name (its settings go with it)."""
     clients = storage_dir / config.STACK_CLIENTS_DIR
     clients.mkdir(exist_ok=True)
-    (clients / str(pid)).write_text(repr(psutil.Process(pid).create_time()))
+    entry = {"created": psutil.Process(pid).create_time(), "client": client}
+    (clients / str(pid)).write_text(json.dumps(entry))
 
 
 def remove_client(storage_dir: Path, pid: int) -> None:
@@ -88,18 +129,38 @@ def remove_client(storage_dir: Path, pid: int) -> None:
 
 
 def live_clients(storage_dir: Path) -> list[int]:
-    """Pids of the processes using the stack; forgets those that died without saying so.
+    """Pids of the processes using the stack; forgets those that died without saying so."""
+    return sorted(_live_entries(storage_dir))
 
-    A pid counts only with the start time it was registered with, so a recycled pid does
-    not keep the stack alive."""
+
+def live_client_names(storage_dir: Path) -> set[str]:
+    """The client names of the processes using the stack."""
+    return set(_live_entries(storage_dir).values())
+
+
+def _live_entries(storage_dir: Path) -> dict[int, str]:
+    """{pid: client} of the processes using the stack. A pid counts only with the start time
+    it was registered with, so a recycled pid does not keep the stack alive. What is not a
+    pid's file (a directory, a stray name) is not ours: it is left alone and ignored."""
     clients = storage_dir / config.STACK_CLIENTS_DIR
-    alive = []
+    alive = {}
     for entry in clients.iterdir() if clients.is_dir() else ():
+        if not entry.name.isdigit() or entry.is_symlink() or not entry.is_file():
+            continue
         try:
-            if psutil.Process(int(entry.name)).create_time() == float(entry.read_text()):
-                alive.append(int(entry.name))
+            created, client = _parse_entry(entry.read_text())
+            if psutil.Process(int(entry.name)).create_time() == created:
+                alive[int(entry.name)] = client
                 continue
-        except (psutil.Error, ValueError, OSError):
+        except (psutil.Error, ValueError, TypeError, KeyError, OSError):
             pass
         entry.unlink(missing_ok=True)
     return alive
+
+
+def _parse_entry(text: str) -> tuple[float, str]:
+    """(start time, client) from `{"created", "client"}`, or from a bare start time."""
+    entry = json.loads(text)
+    if isinstance(entry, dict):
+        return float(entry["created"]), str(entry.get("client", ""))
+    return float(entry), ""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import json
 import os
 import subprocess
@@ -62,7 +63,7 @@ def start_local_stack() -> LocalStack:
     """Use this storage dir's stack, starting it if none runs, and point the SDKs at it."""
     global _attached
     stack = ensure_local_stack()
-    registry.add_client(stack.storage_dir, os.getpid())
+    registry.add_client(stack.storage_dir, os.getpid(), config.process_client())
     _attached = stack
     _point_sdks_at(stack.url)
     return stack
@@ -75,7 +76,7 @@ def ensure_local_stack(storage_dir: Path | None = None) -> LocalStack:
     reused: that is an error naming both, since restarting it would break other kernels."""
     storage = (storage_dir or config.storage_dir()).resolve()
     storage.mkdir(parents=True, exist_ok=True)
-    settings = _settings()
+    settings = config.stack_settings()
     with _lock(storage):
         record = _serving_record(storage, patience=HEALTH_PATIENCE_SECONDS)
         if record is None:
@@ -87,6 +88,8 @@ def ensure_local_stack(storage_dir: Path | None = None) -> LocalStack:
                 f"{settings}; stop it first (make stop) or set {config.STORAGE_DIR_VAR} "
                 "to another folder"
             )
+        elif registry.read_record(storage) != record:  # stack.json lost or overwritten
+            registry.write_record(storage, record)
     return LocalStack(record.url, record.pid, storage)
 
 
@@ -118,11 +121,11 @@ def stop_local_stack(storage_dir: Path | None = None) -> int | None:
     if not storage.is_dir():
         return None
     with _lock(storage):
-        record = registry.read_record(storage)
+        record = _current_record(storage)
         if record is None:
             return None
         registry.remove_record(storage, record.pid)
-        return record.pid if _terminate(record.pid) else None
+        return record.pid if _terminate(record.pid, storage) else None
 
 
 def server_processes(**environment: str) -> list[psutil.Process]:
@@ -150,19 +153,28 @@ def _lock(storage: Path) -> Iterator[None]:
         yield
 
 
-def _settings() -> dict[str, str]:
-    return {**config.knob_settings_from_env(), "torch_threads": str(config.torch_threads())}
+def _current_record(storage: Path) -> StackRecord | None:
+    """The record of the server that holds this storage dir's serving lock, or None.
+
+    `stack.json` is only a hint: a record naming another process (forged, or left by a
+    server that died) is ignored, and a running server whose `stack.json` was deleted is
+    still found, by the record it keeps in its lock file."""
+    serving = registry.serving_record(storage)
+    if serving is None:
+        return None
+    record = registry.read_record(storage)
+    return record if record is not None and record.pid == serving.pid else serving
 
 
 def _serving_record(storage: Path, patience: float = 0.0) -> StackRecord | None:
     """The record, if the server it names answers as that pid for that storage dir. A server
     that is alive but slow to answer (a busy machine) gets `patience` seconds."""
-    record = registry.read_record(storage)
+    record = _current_record(storage)
     if record is None:
         return None
     deadline = time.monotonic() + patience
     while not _answers(record, storage):
-        if time.monotonic() >= deadline or _server_process(record.pid) is None:
+        if time.monotonic() >= deadline or _server_process(record.pid, storage) is None:
             return None
         time.sleep(HEALTH_RETRY_SECONDS)
     return record
@@ -196,7 +208,8 @@ def _start(storage: Path, settings: dict[str, str]) -> StackRecord:
         record = StackRecord(_read_announced_url(process, log_path), process.pid, settings)
         _wait_until_serving(record, storage, process, log_path)
     except BaseException:
-        _terminate(process.pid)
+        with contextlib.suppress(psutil.NoSuchProcess):  # ours, whether or not it got the lock
+            _terminate_process(psutil.Process(process.pid))
         raise
     finally:
         process.stdout.close()
@@ -253,16 +266,20 @@ def _health(url: str) -> dict[str, object] | None:
 
 
 def _retire(storage: Path) -> None:
-    """Stop the server of a record that no longer answers (hung, or too busy to): a new
-    stack must not serve the same storage dir beside it."""
-    record = registry.read_record(storage)
+    """Stop the server that holds this storage dir but does not answer (hung, or too busy
+    to): a new stack must not serve the same storage dir beside it."""
+    record = _current_record(storage)
     if record is not None:
-        _terminate(record.pid)
+        _terminate(record.pid, storage)
         registry.remove_record(storage, record.pid)
 
 
-def _server_process(pid: int) -> psutil.Process | None:
-    """The local stack server with this pid, or None (it died and the pid may be reused)."""
+def _server_process(pid: int, storage: Path) -> psutil.Process | None:
+    """The process `pid` if it is the local stack server of `storage` (it holds the storage
+    dir's serving lock), else None: it died, or the pid names some other process."""
+    serving = registry.serving_record(storage)
+    if serving is None or serving.pid != pid:
+        return None
     try:
         process = psutil.Process(pid)
         return process if "local_stack" in process.cmdline() else None
@@ -270,11 +287,13 @@ def _server_process(pid: int) -> psutil.Process | None:
         return None
 
 
-def _terminate(pid: int) -> bool:
-    """SIGTERM the server (SIGKILL if it lingers); False if `pid` is no local stack server."""
-    process = _server_process(pid)
-    if process is None:
-        return False
+def _terminate(pid: int, storage: Path) -> bool:
+    """SIGTERM `storage`'s server (SIGKILL if it lingers); False if `pid` is not it."""
+    process = _server_process(pid, storage)
+    return process is not None and _terminate_process(process)
+
+
+def _terminate_process(process: psutil.Process) -> bool:
     try:
         process.terminate()
         try:

@@ -18,18 +18,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
 import nbformat
 import papermill
-from traitlets.config import Config
 
-from local_stack.supervisor import ensure_local_stack, running_local_stack, stop_local_stack
+from sweeps import runner as sweep
+from sweeps.notebook_runs import ROOT, execute, local_stack_for
 
-ROOT = Path(__file__).resolve().parent.parent
 # Two learning rates, two seeds, a few short steps: the least that lets the comparison
 # notebook set a difference between settings against the noise between seeds.
 TINY_SWEEP = {
@@ -39,10 +36,6 @@ TINY_SWEEP = {
     "groups_per_step": 4,
     "eval_problems": 30,
 }
-# ipykernel warns at every start that its TCP sockets are not encrypted, and names the fix:
-# CurveZMQ keys provisioned by the kernel manager. With "auto", nbclient's kernel manager
-# provisions them whenever the kernelspec supports it (ipykernel's does).
-KERNEL_CONFIG = Config({"KernelManager": {"transport_encryption": "auto"}})
 
 
 def main() -> int:
@@ -63,8 +56,6 @@ def main() -> int:
 
 def run_tiny_sweep(name: str, backend: str, grid: dict = TINY_SWEEP, jobs: int = 1) -> int:
     """The sweep the comparison notebook compares; 1 if any of its runs failed."""
-    from sweeps import runner as sweep  # it imports this module
-
     start = time.monotonic()
     runs = sweep.plan({**grid, "backend": backend}, name)
     sweep.check(runs)
@@ -72,20 +63,6 @@ def run_tiny_sweep(name: str, backend: str, grid: dict = TINY_SWEEP, jobs: int =
     status = "failed" if failed else "ok"
     print(f"{'sweep ' + name:36s} {time.monotonic() - start:6.1f} s  {status}", flush=True)
     return 1 if failed else 0
-
-
-@contextmanager
-def local_stack_for(backend: str) -> Iterator[None]:
-    """On the local backend, a stack for the kernels run meanwhile: the running one, left
-    running, or one started first (so no kernel waits for it) and stopped at the end."""
-    start_stack = backend == "local" and running_local_stack() is None
-    if start_stack:
-        ensure_local_stack()
-    try:
-        yield
-    finally:
-        if start_stack:
-            stop_local_stack()
 
 
 def run_all(out_dir: Path, given: dict[str, object], prefixes: tuple[str, ...] = ("",)) -> int:
@@ -112,19 +89,6 @@ def run_all(out_dir: Path, given: dict[str, object], prefixes: tuple[str, ...] =
             failed += 1
         print(f"{notebook.name:36s} {time.monotonic() - start:6.1f} s  {status}", flush=True)
     return 1 if failed else 0
-
-
-def execute(notebook: Path, out: Path, parameters: dict) -> None:
-    """Run `notebook` on the python3 kernel, in notebooks/, into `out`; raise if a cell fails."""
-    papermill.execute_notebook(
-        str(notebook),
-        str(out),
-        parameters=parameters,
-        cwd=str(ROOT / "notebooks"),
-        kernel_name="python3",
-        progress_bar=False,
-        config=KERNEL_CONFIG,
-    )
 
 
 def _failed_cell(executed: Path) -> str:

@@ -98,18 +98,22 @@ def comparison_table(runs: list[Run], metric: str = "reward") -> pd.DataFrame:
 
 
 def by_setting(table: pd.DataFrame, column: str, settings: list[str]) -> dict[str, pd.Series]:
-    """The measured values of `column`, grouped by every setting in `settings` except the
-    seed, each group labelled like "learning_rate=0.001" ("" if only seeds differ)."""
+    """The measured values of `column`, one per seed, grouped by every setting in `settings`
+    except the seed, each group labelled like "learning_rate=0.001" ("" if only seeds
+    differ). Runs that share their seed too are repeats of one seed, not more seeds: their
+    values are averaged into one (with no `seed` in `settings`, every run of a group has
+    the same seed)."""
     others = [name for name in settings if name != "seed"]
     measured = table.dropna(subset=[column])
-    if not others:
-        return {"": measured[column]} if len(measured) else {}
-    groups = {}
-    for key, group in measured.groupby(others, dropna=False, sort=False):
-        values = key if isinstance(key, tuple) else (key,)
-        label = ", ".join(f"{name}={value}" for name, value in zip(others, values, strict=True))
-        groups[label] = group[column]
-    return groups
+    groups: dict[str, dict[str, list[float]]] = {}
+    for run, value in measured[column].items():
+        label = ", ".join(f"{name}={measured.at[run, name]}" for name in others)
+        seed = repr(measured.at[run, "seed"]) if "seed" in settings else "the same seed"
+        groups.setdefault(label, {}).setdefault(seed, []).append(float(value))
+    return {
+        label: pd.Series({seed: sum(v) / len(v) for seed, v in seeds.items()}, dtype=float)
+        for label, seeds in groups.items()
+    }
 
 
 def seed_spread(table: pd.DataFrame, column: str, settings: list[str]) -> tuple[float, int]:

@@ -17,7 +17,9 @@ itself runs first (`helpers.params.check_params`), so a bad value stops the swee
 at once, in one sentence. A run that fails is reported and the others go on. Running the
 same sweep again skips the runs that finished (all steps done, evaluated after the last)
 and resumes the others where they stopped. With `backend` "cloud", what the sweep may
-spend is printed before it starts: rollouts, and the most tokens they can sample.
+spend is printed before it starts: rollouts, and the most tokens they can sample, against a
+sweep-wide budget (`--budget-sampled-tokens`) it refuses to pass. A grid of more than
+`MAX_RUNS` runs is refused, and so is a run folder that another sweep or a notebook wrote.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import argparse
 import ast
 import itertools
 import json
+import math
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import time
@@ -35,11 +39,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.cost import DEFAULT_BUDGET_SAMPLED_TOKENS
 from helpers.defaults import with_defaults
 from helpers.errors import CourseConfigError
 from helpers.params import HELD_OUT_PROBLEMS, check_params
 from helpers.runlog import RUNS_DIR
-from scripts.run_notebooks import ROOT, execute, local_stack_for
+from sweeps.notebook_runs import ROOT, execute, local_stack_for
 from sweeps.runs import notebook_defaults, read_run
 
 NOTEBOOK = ROOT / "notebooks" / "04_training_loop.ipynb"
@@ -52,6 +57,14 @@ COMPARE_NOTEBOOK = "notebooks/05_compare_runs.ipynb"
 # here mostly waits; each kernel holds about 0.4 GB (README, "Memory").
 AUTO_JOBS = {"local": 1, "cloud": 4}
 MAX_JOBS = 16
+# A grid multiplies quickly (four parameters of four values are 256 runs): past this many
+# runs, a sweep is most likely a mistyped grid.
+MAX_RUNS = 64
+SWEEP_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}"  # run names add "-<parameter><value>..."
+# What a cloud sweep may sample in all, unless --budget-sampled-tokens says otherwise: ten
+# times one notebook run's default budget. The default grid's six runs fit (3.6 million).
+DEFAULT_SWEEP_BUDGET_SAMPLED_TOKENS = 10 * DEFAULT_BUDGET_SAMPLED_TOKENS
+OWNER_FILE = "sweep.json"  # in each run folder a sweep started: {"sweep": its name}
 PROGRESS_EVERY_S = 10.0
 POLL_S = 0.5
 STOP_GRACE_S = 30.0
@@ -63,6 +76,7 @@ class PlannedRun:
     name: str
     given: dict  # what papermill injects: the grid's values and the run name
     parameters: dict  # every parameter of the notebook for this run, defaults included
+    sweep: str  # the name of the sweep it belongs to
 
     @property
     def steps(self) -> int:
@@ -82,7 +96,13 @@ class PlannedRun:
 
 
 def plan(grid: dict, name: str) -> list[PlannedRun]:
-    """One run per combination of the grid's list values; nothing is checked yet."""
+    """One run per combination of the grid's list values; only the grid's shape and the
+    sweep's name are checked yet."""
+    if not re.fullmatch(SWEEP_NAME, name):
+        raise CourseConfigError(
+            f"the sweep's name must be 1-48 letters, digits, '.', '_' or '-', starting with a "
+            f"letter or digit (it starts every run's folder name), not {name!r}."
+        )
     defaults = notebook_defaults(json.loads(NOTEBOOK.read_text()))
     for parameter, values in grid.items():
         if parameter == "run_name":
@@ -96,12 +116,18 @@ def plan(grid: dict, name: str) -> list[PlannedRun]:
             raise CourseConfigError(f"{parameter} is given no values.")
     axes = {p: v for p, v in grid.items() if isinstance(v, list)}
     fixed = {p: v for p, v in grid.items() if not isinstance(v, list)}
+    size = math.prod(len(values) for values in axes.values())
+    if size > MAX_RUNS:
+        raise CourseConfigError(
+            f"the grid gives {size:,} runs; a sweep runs at most {MAX_RUNS} (fewer values, "
+            "or several sweeps)."
+        )
     runs = []
     for combination in itertools.product(*axes.values()):
         varying = dict(zip(axes, combination, strict=True))
         run_name = "-".join([name, *(f"{p}{_short(v)}" for p, v in varying.items())])
         given = {**fixed, **varying, "run_name": run_name}
-        runs.append(PlannedRun(run_name, given, {**defaults, **given}))
+        runs.append(PlannedRun(run_name, given, {**defaults, **given}, name))
     names = [run.name for run in runs]
     if len(set(names)) < len(names):
         twice = next(n for n in names if names.count(n) > 1)
@@ -110,28 +136,50 @@ def plan(grid: dict, name: str) -> list[PlannedRun]:
 
 
 def check(runs: list[PlannedRun]) -> None:
-    """Every run's parameters through the notebook's own check: the first bad one raises."""
+    """Every run's parameters through the notebook's own check, and its folder free or the
+    same sweep's: the first bad one raises."""
     for run in runs:
         check_params(NOTEBOOK.stem, **run.parameters)
+        folder = RUNS_DIR / run.name
+        if folder.exists() and _owner(folder) != run.sweep:
+            raise CourseConfigError(
+                f"{_shown(folder)} already holds a run that sweep {run.sweep!r} did not start "
+                "(a notebook's, or another sweep's), which this sweep would extend and "
+                "overwrite; pick another --name."
+            )
+
+
+def _owner(folder: Path) -> str | None:
+    """The name of the sweep that started the run in `folder`, if one did."""
+    try:
+        return json.loads((folder / OWNER_FILE).read_text())["sweep"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def check_cloud_budget(runs: list[PlannedRun], budget_sampled_tokens: int) -> str:
+    """The sweep-wide budget line; CourseConfigError if the sweep may sample more."""
+    total = sum(_tokens_left(run) for run in runs)
+    if total > budget_sampled_tokens:
+        raise CourseConfigError(
+            f"this cloud sweep may sample {total:,} tokens, more than its sweep-wide budget "
+            f"of {budget_sampled_tokens:,}; raise --budget-sampled-tokens or shrink the grid."
+        )
+    return (
+        f"sweep-wide budget: at most {budget_sampled_tokens:,} sampled tokens "
+        f"(--budget-sampled-tokens); this sweep may sample {total:,}"
+    )
 
 
 def cloud_budget(runs: list[PlannedRun]) -> list[str]:
     """Lines to print before a cloud sweep starts: what each run still has to sample."""
     lines, total_rollouts, total_tokens = [], 0, 0
     for run in runs:
-        p, found = {**run.parameters, **run.sizes}, read_run(RUNS_DIR / run.name)
-        if found.is_finished(run.steps):
+        if read_run(RUNS_DIR / run.name).is_finished(run.steps):
             lines.append(f"  {run.name}: finished, not run again")
             continue
-        state = found.state
-        steps_left = max(run.steps - state.get("completed_steps", 0), 0)
-        evaluations = 1 + ("eval_before" not in state)  # after training, and before if not yet
-        eval_problems = min(p["eval_problems"], HELD_OUT_PROBLEMS["cloud"])
-        rollouts = (
-            steps_left * p["group_size"] * p["groups_per_step"]
-            + evaluations * eval_problems * p["eval_samples"]
-        )
-        tokens = rollouts * p["max_tokens"]
+        steps_left, rollouts = _left(run)
+        tokens = _tokens_left(run)
         total_rollouts, total_tokens = total_rollouts + rollouts, total_tokens + tokens
         lines.append(
             f"  {run.name}: {steps_left} steps, {rollouts:,} rollouts, "
@@ -142,6 +190,26 @@ def cloud_budget(runs: list[PlannedRun]) -> list[str]:
         "tokens, and Tinker's training on the training rollouts"
     )
     return ["cloud budget, what this sweep may still sample:", *lines]
+
+
+def _left(run: PlannedRun) -> tuple[int, int]:
+    """(steps, rollouts) the run still has to do; none once it finished."""
+    p, found = {**run.parameters, **run.sizes}, read_run(RUNS_DIR / run.name)
+    if found.is_finished(run.steps):
+        return 0, 0
+    state = found.state
+    steps_left = max(run.steps - state.get("completed_steps", 0), 0)
+    evaluations = 1 + ("eval_before" not in state)  # after training, and before if not yet
+    eval_problems = min(p["eval_problems"], HELD_OUT_PROBLEMS["cloud"])
+    rollouts = (
+        steps_left * p["group_size"] * p["groups_per_step"]
+        + evaluations * eval_problems * p["eval_samples"]
+    )
+    return steps_left, rollouts
+
+
+def _tokens_left(run: PlannedRun) -> int:
+    return _left(run)[1] * run.sizes["max_tokens"]
 
 
 class Sweep:
@@ -181,6 +249,7 @@ class Sweep:
     def start(self, run: PlannedRun) -> None:
         folder = RUNS_DIR / run.name
         folder.mkdir(parents=True, exist_ok=True)
+        (folder / OWNER_FILE).write_text(json.dumps({"sweep": run.sweep}))
         process = multiprocessing.get_context("spawn").Process(
             target=_execute, args=(run.given, folder), name=run.name
         )
@@ -332,6 +401,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a parameter and its value(s); several values give one run each",
     )  # fmt: skip
     parser.add_argument("--jobs", type=_jobs, default="auto", help="runs at once (default: auto)")
+    parser.add_argument(
+        "--budget-sampled-tokens",
+        type=int,
+        default=DEFAULT_SWEEP_BUDGET_SAMPLED_TOKENS,
+        help="cloud only: what the whole sweep may sample (default: %(default)s tokens)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="check and print the plan only")
     return parser.parse_args(argv)
 
@@ -348,7 +423,7 @@ def grid_from(args: argparse.Namespace) -> tuple[dict, str]:
             raise CourseConfigError(f"-p {name} is given no value.")
         parsed = [_literal(v) for v in values]
         grid[name] = parsed if len(parsed) > 1 else parsed[0]
-    return grid, args.name or spec.get("name", "sweep")
+    return grid, args.name if args.name is not None else spec.get("name", "sweep")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -357,11 +432,13 @@ def main(argv: list[str] | None = None) -> int:
         grid, name = grid_from(args)
         runs = plan(grid, name)
         check(runs)
+        backends = {run.parameters["backend"] for run in runs}
+        backend = "cloud" if "cloud" in backends else "local"
+        if backend == "cloud":
+            budget_line = check_cloud_budget(runs, args.budget_sampled_tokens)
     except CourseConfigError as error:
         print(f"sweep not started: {error}", file=sys.stderr)
         return 2
-    backends = {run.parameters["backend"] for run in runs}
-    backend = "cloud" if "cloud" in backends else "local"
     jobs = min(AUTO_JOBS[backend] if args.jobs == "auto" else args.jobs, len(runs))
     print(
         f"sweep {name!r}: {len(runs)} runs of {NOTEBOOK.relative_to(ROOT)} into "
@@ -371,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         varying = {k: v for k, v in run.given.items() if k != "run_name"}
         print(f"  {run.name}: {', '.join(f'{k}={v!r}' for k, v in varying.items())}")
     if backend == "cloud":
-        print("\n".join(cloud_budget(runs)))
+        print("\n".join([*cloud_budget(runs), budget_line]))
     if args.dry_run:
         return 0
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops the runs, as Ctrl-C does

@@ -156,9 +156,10 @@ def test_non_loopback_adapter_hosts_are_refused(local_stack):
 
 
 def test_injected_latency_reports_in_progress_until_done(local_stack, renderer, knobs, monkeypatch):
-    knobs(latency=0.5)
-    created = post_create(local_stack.url, create_body()).json()
-    headers = {"Authorization": "Bearer sk_local_stack"}
+    knobs(latency=0.5)  # for this process's client, whose key the SDK sends
+    key = os.environ["SAIL_API_KEY"]
+    created = post_create(local_stack.url, create_body(), key=key).json()
+    headers = {"Authorization": f"Bearer {key}"}
     retrieve = f"{local_stack.url}/v1/responses/{created['id']}"
     assert HTTP.request("GET", retrieve, headers=headers).json()["status"] == "in_progress"
     # The SDK sleeps 20 s between polls; only a test may shorten that.

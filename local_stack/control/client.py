@@ -14,7 +14,8 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def set_knobs(url: str, **changes: Any) -> dict[str, Any]:
-    """Change the stack's knobs (`latency`, `train_latency`, `faults`, `seed`); returns all."""
+    """Change this process's knobs (`latency`, `train_latency`, `faults`; `seed` is the
+    stack's, see `local_stack.control.knobs`); returns all that its requests now get."""
     return _call(url, "/local/config", changes)
 
 
@@ -22,16 +23,24 @@ def get_knobs(url: str) -> dict[str, Any]:
     return _call(url, "/local/config")
 
 
+def reset_knobs(url: str) -> dict[str, Any]:
+    """This process's requests get the stack's start-up settings again; returns them."""
+    return _call(url, "/local/config", method="DELETE")
+
+
 def get_stats(url: str) -> dict[str, Any]:
     """Counters: Sail's `batches`, `requests`, `largest_batch`, `split_batches`."""
     return _call(url, "/local/stats")
 
 
-def _call(url: str, route: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+def _call(
+    url: str, route: str, body: dict[str, Any] | None = None, method: str | None = None
+) -> dict[str, Any]:
     request = urllib.request.Request(
         url.rstrip("/") + route,
         data=None if body is None else json.dumps(body).encode(),
         headers={"Authorization": f"Bearer {_key()}", "Content-Type": "application/json"},
+        method=method,
     )
     try:
         with _NO_PROXY.open(request, timeout=30) as reply:

@@ -1,15 +1,21 @@
 """The local stack's test knobs: injected latencies, injected faults, and the sampling seed.
 
-All off by default. Tests and demos set them at start-up (environment variables, see
-`local_stack.config.knob_settings_from_env`) or at runtime through the control plane
-(`POST /local/config`). The emulated services only read them; a service that keeps random
-state registers a listener to be reseeded when the seed is set.
+All off by default. The start-up settings (environment variables, see
+`local_stack.config.knob_settings_from_env`) are the stack's defaults, for every client. At
+runtime a client changes its own latencies and faults through the control plane
+(`POST /local/config`); they apply to its own requests only, and go when it resets them
+(`DELETE /local/config`) or its process leaves the stack. The seed stays stack-wide: one
+random stream samples every client's batched rollouts, so a per-client seed could not make
+one client's samples reproducible while others share the batch. Setting it restarts that
+stream (which draws each client gets, not how they are distributed). The emulated services
+only read the knobs; a service that keeps random state registers a listener to be reseeded.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +26,9 @@ FAULT_KINDS = ("failed", "expired", "http500", "malformed")
 # training steps get the same bound.
 MAX_LATENCY_SECONDS = 600.0
 MAX_SEED = 2**63 - 1  # what torch.Generator.manual_seed accepts
+# Clients with settings of their own, at most; beyond it the least recently set are forgotten
+# (back to the defaults), so a flood of made-up client names cannot grow the stack.
+MAX_CLIENTS_WITH_SETTINGS = 1024
 
 
 @dataclass
@@ -77,6 +86,10 @@ class Knobs:
             "seed": self.seed,
         }
 
+    def copy(self) -> Knobs:
+        """The same values, without the listeners."""
+        return Knobs(self.latency, self.train_latency, dict(self.faults), self.seed)
+
     def draw_fault(self, rng: random.Random) -> str | None:
         """Which fault, if any, one response suffers."""
         u = rng.random()
@@ -85,6 +98,43 @@ class Knobs:
             if u < 0:
                 return kind
         return None
+
+
+class ClientKnobs:
+    """The stack's default knobs and the latencies and faults each client set for itself."""
+
+    def __init__(self, default: Knobs) -> None:
+        self.default = default
+        self._own: OrderedDict[str, Knobs] = OrderedDict()
+
+    def of(self, client: str) -> Knobs:
+        """What `client`'s requests get: its own settings, else the stack's defaults. Its
+        `seed` is the stack's."""
+        own = self._own.get(client)
+        if own is None:
+            return self.default
+        own.seed = self.default.seed
+        return own
+
+    def update(self, client: str, changes: Mapping[str, Any]) -> None:
+        """Apply `changes` for `client`, all or nothing (see `Knobs.update`); a `seed`
+        restarts the stack's random streams for everyone."""
+        if not isinstance(changes, Mapping):
+            raise ValueError("knob settings must be a JSON object")
+        seed = _seed(changes["seed"]) if "seed" in changes else None
+        own = self.of(client).copy()
+        own.update({name: value for name, value in changes.items() if name != "seed"})
+        if seed is not None:
+            self.default.update({"seed": seed})
+        self.reset(client)
+        if own.as_dict() != {**self.default.as_dict(), "seed": own.seed}:
+            self._own[client] = own  # only what differs from the defaults is kept
+            while len(self._own) > MAX_CLIENTS_WITH_SETTINGS:
+                self._own.popitem(last=False)
+
+    def reset(self, client: str) -> None:
+        """`client` gets the stack's defaults again."""
+        self._own.pop(client, None)
 
 
 def _number(name: str, value: Any, low: float, high: float) -> float:

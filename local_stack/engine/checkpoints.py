@@ -24,7 +24,8 @@ import shutil
 import tarfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -108,9 +109,12 @@ class CheckpointStore:
     """Checkpoint files and their lifetimes. `clock` is injectable so tests can expire TTLs."""
 
     def __init__(self, root: Path, clock: Callable[[], float] = time.time) -> None:
+        """Clears what saves and deletes interrupted by a crash left in `.staging`: one stack
+        serves a storage dir (see `local_stack.registry`), so none of it is in use."""
         self.root = root
         self.clock = clock
         self.root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.root / ".staging", ignore_errors=True)
 
     def save_run_info(self, model_id: str, info: RunInfo) -> None:
         run_dir = self.root / model_id
@@ -123,11 +127,17 @@ class CheckpointStore:
             raise CheckpointNotFound(f"no training run {model_id!r}")
         return RunInfo(**json.loads(path.read_text()))
 
-    def staging_dir(self) -> Path:
-        """A fresh empty directory to write a checkpoint's files into before `publish`."""
+    @contextmanager
+    def staging_dir(self) -> Iterator[Path]:
+        """A fresh empty directory to write a checkpoint's files into before `publish`;
+        removed if the block fails (a published one has moved into place)."""
         path = self.root / ".staging" / uuid.uuid4().hex
         path.mkdir(parents=True)
-        return path
+        try:
+            yield path
+        except BaseException:
+            self._remove(path)
+            raise
 
     def publish(
         self, ref: CheckpointRef, staging: Path, ttl_seconds: int | None, *, overwrite: bool

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from local_stack.config import SAIL_API_KEY, SAIL_KEY_PREFIX
-from local_stack.control.knobs import Knobs
+from local_stack.control.knobs import ClientKnobs
 from local_stack.engine.compute import run_compute
 from local_stack.http import CLIENT, ApiError, ServiceStyle, bearer_client, read_json, service_app
 from local_stack.sail.files import read_upload
@@ -32,7 +32,7 @@ MAX_BODY_BYTES = 1024**2
 MAX_LORA_BODY_BYTES = 64 * 1024  # a name, model ids and two file ids
 
 SERVICE = web.AppKey("sail_service", SailService)
-KNOBS = web.AppKey("sail_knobs", Knobs)
+KNOBS = web.AppKey("sail_knobs", ClientKnobs)
 
 
 def _error_body(error: ApiError) -> dict:
@@ -55,7 +55,7 @@ SAIL_STYLE = ServiceStyle(
 )
 
 
-def sail_app(knobs: Knobs) -> web.Application:
+def sail_app(knobs: ClientKnobs) -> web.Application:
     """The Sail sub-app; its service (and the model) loads when the app starts."""
     app = service_app(SAIL_STYLE)
     app[KNOBS] = knobs

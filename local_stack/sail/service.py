@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from kimi import offline_kimi_tokenizer
-from local_stack.control.knobs import Knobs
+from local_stack.control.knobs import ClientKnobs
 from local_stack.engine.model import BASE_MODEL_NAME, load_base_model
 from local_stack.sail import wire
 from local_stack.sail.adapters import Adapter, AdapterCache
@@ -60,17 +60,17 @@ class StoredResponse:
 class SailService:
     """State behind the routes: base model, vocabulary, adapters, responses, knobs."""
 
-    def __init__(self, knobs: Knobs) -> None:
+    def __init__(self, knobs: ClientKnobs) -> None:
         self.base_model, self.vocab = load_base_model()
         self.tokenizer = offline_kimi_tokenizer()  # for the `text` field; slow to build
         self.knobs = knobs
-        self.fault_rng = random.Random(knobs.seed)
-        self.batcher = Batcher(torch.Generator().manual_seed(knobs.seed))
+        self.fault_rng = random.Random(knobs.default.seed)
+        self.batcher = Batcher(torch.Generator().manual_seed(knobs.default.seed))
         self.adapters = AdapterCache()
         self.files = FileStore()
         self.loras = LoraRegistry(self.files, (BASE_MODEL_NAME,))
         self.responses: dict[str, StoredResponse] = {}
-        knobs.on_reseed(self.reseed)
+        knobs.default.on_reseed(self.reseed)
 
     def reseed(self, seed: int) -> None:
         """Restart the fault draws and the sampler's random stream."""
@@ -86,19 +86,21 @@ class SailService:
 
     async def create(self, request: SamplingRequest, client: str = "") -> StoredResponse:
         """Accept a checked request from `client`: load its adapter, queue it for decoding
-        (clients' requests take turns on the compute thread).
+        under the client's own latency and faults (clients' requests take turns on the
+        compute thread).
 
         Injected latency counts from the request's arrival, so loading the adapter, like
         decoding, happens inside it rather than adding to it.
         """
-        arrived, latency = time.monotonic(), self.knobs.latency
+        knobs = self.knobs.of(client)
+        arrived, latency = time.monotonic(), knobs.latency
         model_key, model = "base", self.base_model
         if request.lora is not None:
             adapter = await self._adapter(request, client)
             # Keyed by the model itself: queued jobs hold it, so its id cannot be reused by
             # another adapter while they wait (an evicted or deleted Adapter's could).
             model_key, model = f"lora:{id(adapter.model)}", adapter.model
-        fault = self.knobs.draw_fault(self.fault_rng)
+        fault = knobs.draw_fault(self.fault_rng)
         job = None
         if fault not in ENDING_FAULTS:
             done = asyncio.get_running_loop().create_future()
@@ -117,6 +119,15 @@ class SailService:
         )
         self.responses[stored.id] = stored
         return stored
+
+    def has_pending_work(self) -> bool:
+        """Whether a response is still queued, decoding, or inside its injected latency."""
+        now = time.monotonic()
+        return any(
+            stored.body is None
+            and (stored.ready_at > now or (stored.job is not None and not stored.job.done.done()))
+            for stored in self.responses.values()
+        )
 
     def find(self, response_id: str) -> StoredResponse | None:
         return self.responses.get(response_id)

@@ -90,6 +90,9 @@ class FutureTable:
     def get(self, request_id: str) -> Future | None:
         return self._futures.get(request_id)
 
+    def has_pending(self) -> bool:
+        return any(not future.done.is_set() for future in self._futures.values())
+
     def forget_finished_before(self, cutoff: float) -> None:
         for request_id, future in list(self._futures.items()):
             if future.done.is_set() and future.finished_at < cutoff:

@@ -30,7 +30,7 @@ from aiohttp import web
 from tinker import types
 
 from local_stack.config import TINKER_API_KEY, TINKER_KEY_PREFIX, client_from_key
-from local_stack.control.knobs import Knobs
+from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.engine.checkpoints import CheckpointNotFound, CheckpointStore
 from local_stack.engine.trainer import ForwardBackwardResult
 from local_stack.http import CLIENT, ApiError, Handler, ServiceStyle, no_key, read_body, service_app
@@ -79,15 +79,15 @@ ARCHIVE_STYLE = dataclasses.replace(
 
 
 def mount_tinker(
-    app: web.Application, storage_dir: Path, public_url: str, knobs: Knobs | None = None
+    app: web.Application, storage_dir: Path, public_url: str, knobs: ClientKnobs | None = None
 ) -> None:
     """Mount the Tinker API at `/api/v1` and the archive downloads at `/tinker/archives`.
 
     Checkpoints go to `storage_dir / "tinker"`, which persists across stack restarts;
     archive URLs point back at `public_url`. `knobs` (the control plane's; all off if not
-    given) sets the injected training-step latency.
+    given) sets each client's injected training-step latency.
     """
-    service = TinkerService(CheckpointStore(storage_dir / "tinker"), knobs or Knobs())
+    service = TinkerService(CheckpointStore(storage_dir / "tinker"), knobs or ClientKnobs(Knobs()))
     app[SERVICE] = service
     app[PUBLIC_URL] = public_url.rstrip("/")
 

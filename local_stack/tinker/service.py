@@ -15,12 +15,12 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tinker.types import AdamParams
 
-from local_stack.control.knobs import Knobs
+from local_stack.control.knobs import ClientKnobs
 from local_stack.engine.checkpoints import (
     CheckpointExists,
     CheckpointRef,
@@ -78,12 +78,13 @@ class StepPart:
 
     job: Job
     ends_step: bool
+    train_latency: float = 0.0  # the least the step takes: the submitting client's knob
 
 
 class TinkerService:
     """Sessions, training models and their queued work, and the checkpoint store."""
 
-    def __init__(self, store: CheckpointStore, knobs: Knobs) -> None:
+    def __init__(self, store: CheckpointStore, knobs: ClientKnobs) -> None:
         self.store = store
         self.knobs = knobs
         self.sessions: dict[str, bool] = {}  # session id -> finished
@@ -102,6 +103,10 @@ class TinkerService:
             model.sequencer.close()
         for task in self._tasks:
             task.cancel()
+
+    def has_pending_work(self) -> bool:
+        """Whether a request is still queued or running (its future not resolved)."""
+        return self.futures.has_pending() or bool(self._building)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -188,7 +193,8 @@ class TinkerService:
         A refused request still uses up its seq_id, so the requests after it do not wait.
         The same body sent again at the same seq_id is the SDK retrying after a timeout: it
         gets the first request's id, and nothing runs twice. The job computes in `client`'s
-        turns on the compute thread.
+        turns on the compute thread, and a step takes at least the `train_latency` that
+        `client`, who sends its optim_step, has set.
         """
         model = self.model(model_id)
         if seq_id in model.answered and model.answered[seq_id][0] == digest:
@@ -196,6 +202,8 @@ class TinkerService:
         seq_id = model.sequencer.claim(seq_id)
         try:
             job = prepare(model)
+            if isinstance(job, StepPart):
+                job = replace(job, train_latency=self.knobs.of(client).train_latency)
         except Exception:
             model.sequencer.submit(seq_id, None)
             raise
@@ -220,8 +228,7 @@ class TinkerService:
         if not job.ends_step:
             return await future.complete_with(job.job, client)
         started, model.step_started_at = model.step_started_at, None
-        not_before = started + self.knobs.train_latency
-        await future.complete_with(job.job, client, not_before=not_before)
+        await future.complete_with(job.job, client, not_before=started + job.train_latency)
 
     async def result(self, request_id: str, wait_seconds: float) -> Result | None:
         """The request's result, waiting up to `wait_seconds` for it (None: not yet)."""
@@ -259,10 +266,10 @@ class TinkerService:
             raise CheckpointExists(f"{ref.tinker_path} already exists; pass overwrite=True")
 
         def save() -> dict:
-            staging = self.store.staging_dir()
-            model.trainer.save(staging, with_optimizer=ref.kind == "weights")
-            # Checked again as it is written: a save queued meanwhile may have taken the name.
-            self.store.publish(ref, staging, req.ttl_seconds, overwrite=req.overwrite)
+            with self.store.staging_dir() as staging:
+                model.trainer.save(staging, with_optimizer=ref.kind == "weights")
+                # Checked again as written: a save queued meanwhile may have taken the name.
+                self.store.publish(ref, staging, req.ttl_seconds, overwrite=req.overwrite)
             kind = "save_weights" if ref.kind == "weights" else "save_weights_for_sampler"
             return {"type": kind, "path": ref.tinker_path}
 
