@@ -5,6 +5,10 @@ The bytes stay in memory, within fixed bounds: one file may be as large as the b
 adapter archive the stack fetches (`adapter_archive.MAX_ARCHIVE_BYTES`), and all files
 together at most MAX_STORED_BYTES. An upload over a bound is refused while it streams,
 before its bytes are kept; nothing already stored is evicted to make room.
+
+A file belongs to the client that uploaded it (its key, `local_stack.config`): only that
+client lists, reads, deletes or builds a LoRA from it. To any other client it does not
+exist (404, the same answer as for an id never issued).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class StoredFile:
     """One uploaded file."""
 
     id: str
+    owner: str  # the client that uploaded it
     filename: str
     purpose: str
     data: bytes
@@ -54,12 +59,12 @@ class StoredFile:
 
 
 class FileStore:
-    """Uploaded files by id, bounded in count and total bytes."""
+    """Uploaded files by id, bounded in count and total bytes; each client sees its own."""
 
     def __init__(self) -> None:
         self._files: dict[str, StoredFile] = {}
 
-    def add(self, filename: str, purpose: str, data: bytes) -> StoredFile:
+    def add(self, owner: str, filename: str, purpose: str, data: bytes) -> StoredFile:
         stored_bytes = sum(len(f.data) for f in self._files.values())
         if len(self._files) >= MAX_STORED_FILES or stored_bytes + len(data) > MAX_STORED_BYTES:
             raise ApiError(
@@ -69,25 +74,26 @@ class FileStore:
                 status=413,
                 code="storage_full",
             )
-        stored = StoredFile(f"file-{uuid.uuid4().hex}", filename, purpose, data, time.time())
+        stored = StoredFile(f"file-{uuid.uuid4().hex}", owner, filename, purpose, data, time.time())
         self._files[stored.id] = stored
         return stored
 
-    def get(self, file_id: str, param: str = "file_id") -> StoredFile:
+    def get(self, owner: str, file_id: str, param: str = "file_id") -> StoredFile:
         stored = self._files.get(file_id)
-        if stored is None:
+        if stored is None or stored.owner != owner:
             raise ApiError(
                 f"no file with id {file_id[:80]!r}", status=404, param=param, code="file_not_found"
             )
         return stored
 
-    def delete(self, file_id: str) -> dict[str, Any]:
-        stored = self.get(file_id)
+    def delete(self, owner: str, file_id: str) -> dict[str, Any]:
+        stored = self.get(owner, file_id)
         del self._files[stored.id]
         return {"id": stored.id, "object": "file", "deleted": True}
 
-    def listing(self) -> dict[str, Any]:
-        return {"object": "list", "data": [f.body() for f in self._files.values()]}
+    def listing(self, owner: str) -> dict[str, Any]:
+        files = [f.body() for f in self._files.values() if f.owner == owner]
+        return {"object": "list", "data": files}
 
 
 async def read_upload(request: web.Request) -> tuple[str, str, bytes]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +30,11 @@ MAX_TEMPERATURE = 2.0
 MIN_TOP_P = 0.001
 MAX_TOKEN_ID = 2**31 - 1
 MAX_STOP_IDS = 64
+# What follows the stack's archive route in an archive URL Tinker hands out:
+# `<model_id>/<kind>/<name>.tar` (`local_stack.tinker.routes.archive_url`).
+ARCHIVE_PATH = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9:._-]{0,127}/(weights|sampler_weights)/[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.tar"
+)
 
 
 @dataclass(frozen=True)
@@ -43,9 +49,11 @@ class LoraSource:
 
 @dataclass(frozen=True)
 class NamedLora:
-    """A LoRA uploaded to Sail (`POST /v1/loras`), named by its name or id."""
+    """A LoRA uploaded to Sail (`POST /v1/loras`), named by its name or id, looked up among
+    the LoRAs of the client that sent the request."""
 
     name_or_id: str
+    owner: str
 
 
 @dataclass(frozen=True)
@@ -61,8 +69,15 @@ class SamplingRequest:
     background: bool
 
 
-def parse_sampling_request(body: Any, vocab: CompactVocab) -> SamplingRequest:
-    """Validate a create body the way the real service would."""
+def parse_sampling_request(
+    body: Any, vocab: CompactVocab, *, client: str, archive_prefix: str | None
+) -> SamplingRequest:
+    """Validate a create body the way the real service would.
+
+    `client` sent it (a named LoRA is looked up among its own); `archive_prefix` is where
+    this stack's Tinker serves adapter archives, the only URLs `metadata.lora` may name
+    (None: the stack serves none).
+    """
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     model = body.get("model")
@@ -106,7 +121,13 @@ def parse_sampling_request(body: Any, vocab: CompactVocab) -> SamplingRequest:
     if not isinstance(background, bool):
         raise ApiError("background must be true or false", param="background")
     return SamplingRequest(
-        model, prompt, params, metadata, _lora(metadata), LOGPROBS_INCLUDE in include, background
+        model,
+        prompt,
+        params,
+        metadata,
+        _lora(metadata, client, archive_prefix),
+        LOGPROBS_INCLUDE in include,
+        background,
     )
 
 
@@ -166,17 +187,19 @@ def _metadata(value: Any) -> dict[str, str]:
     return metadata
 
 
-def _lora(metadata: dict[str, str]) -> LoraSource | NamedLora | None:
+def _lora(
+    metadata: dict[str, str], client: str, archive_prefix: str | None
+) -> LoraSource | NamedLora | None:
     """The adapter `metadata.lora` names: a Tinker archive URL (with its adapter config) or,
-    when it is no URL, the name or id of an uploaded LoRA (`local_stack.sail.loras`)."""
+    when it is no URL, the name or id of one of the client's uploaded LoRAs
+    (`local_stack.sail.loras`)."""
     url = metadata.get("lora")
     if not url:
         return None
     if "://" not in url:
-        return NamedLora(url)
+        return NamedLora(url, client)
+    check_archive_url(url, archive_prefix)
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ApiError(f"metadata.lora must be an http(s) URL, got {url!r}", param="metadata.lora")
     given = metadata.get("tinker_adapter_config")
     if given is not None:
         try:
@@ -192,6 +215,23 @@ def _lora(metadata: dict[str, str]) -> LoraSource | NamedLora | None:
             )
     source = f"{parts.scheme}://{parts.netloc}{parts.path}"
     return LoraSource(url, source, given, metadata.get("tinker_lora_name"))
+
+
+def check_archive_url(url: str, archive_prefix: str | None) -> None:
+    """Only an archive URL of this stack's own Tinker (`<archive_prefix><model_id>/<kind>/
+    <name>.tar`, with any query): the stack stands in for a cloud whose signed URLs point at
+    Tinker's storage, and must not be made to fetch any other address or route on the
+    machine. Checked before anything is fetched."""
+    parts = urlsplit(url)
+    base = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    path = base.removeprefix(archive_prefix or "")
+    if archive_prefix is None or path == base or parts.fragment or not ARCHIVE_PATH.fullmatch(path):
+        raise ApiError(
+            f"metadata.lora must be an adapter archive URL of this stack's Tinker "
+            f"({archive_prefix or 'none is served'}<model_id>/<kind>/<name>.tar), "
+            f"got {url[:200]!r}",
+            param="metadata.lora",
+        )
 
 
 def _is_int(value: Any) -> bool:

@@ -15,6 +15,8 @@ The wire contract, as the SDK's source defines it:
   cannot fix. A failure while computing becomes a failed future: RequestFailedError.
 - The adapter archive Sail downloads (`/tinker/archives/...`) stands in for a signed URL:
   it needs no key, and a link to a deleted or expired checkpoint answers 404.
+- Each request acts as the client its key names (`request[CLIENT]`): what another client
+  created answers 404 (`service` says what is shared).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from local_stack.config import TINKER_API_KEY, TINKER_KEY_PREFIX, client_from_ke
 from local_stack.control.knobs import Knobs
 from local_stack.engine.checkpoints import CheckpointNotFound, CheckpointStore
 from local_stack.engine.trainer import ForwardBackwardResult
-from local_stack.http import ApiError, Handler, ServiceStyle, no_key, service_app
+from local_stack.http import CLIENT, ApiError, Handler, ServiceStyle, no_key, service_app
 from local_stack.tinker import requests, wire
 from local_stack.tinker.requests import Queued
 from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
@@ -135,16 +137,17 @@ async def server_capabilities(request: web.Request) -> web.Response:
 
 async def create_session(request: web.Request) -> web.Response:
     requests.parse(types.CreateSessionRequest, await request.read())
-    return _json({"type": "create_session", "session_id": _service(request).create_session()})
+    session_id = _service(request).create_session(request[CLIENT])
+    return _json({"type": "create_session", "session_id": session_id})
 
 
 async def session_heartbeat(request: web.Request) -> web.Response:
-    _service(request).heartbeat(requests.session_id(await request.read()))
+    _service(request).heartbeat(requests.session_id(await request.read()), request[CLIENT])
     return _json({"type": "session_heartbeat"})
 
 
 async def finish_session(request: web.Request) -> web.Response:
-    _service(request).finish_session(request.match_info["session_id"])
+    _service(request).finish_session(request.match_info["session_id"], request[CLIENT])
     return _json({})
 
 
@@ -152,12 +155,13 @@ async def finish_session(request: web.Request) -> web.Response:
 
 
 async def create_model(request: web.Request) -> web.Response:
-    request_id, model_id = _service(request).create_model(requests.new_model(await request.read()))
+    new_model = requests.new_model(await request.read())
+    request_id, model_id = _service(request).create_model(new_model, request[CLIENT])
     return _future(request_id, model_id)
 
 
 async def get_info(request: web.Request) -> web.Response:
-    model = _service(request).model(requests.model_id(await request.read()))
+    model = _service(request).model(requests.model_id(await request.read()), request[CLIENT])
     model_name = model.info.base_model
     return _json(
         {
@@ -187,6 +191,7 @@ def _queued(
             queued.seq_id,
             hashlib.sha256(body).hexdigest(),
             lambda model: plan(service, model, parse(queued.message)),
+            request[CLIENT],
         )
         return _future(request_id, queued.model_id)
 
@@ -206,7 +211,7 @@ load_weights = _queued(requests.queued_json, requests.load_weights, TinkerServic
 
 async def retrieve_future(request: web.Request) -> web.Response:
     request_id = requests.request_id(await request.read())
-    result = await _service(request).result(request_id, LONG_POLL_SECONDS)
+    result = await _service(request).result(request_id, LONG_POLL_SECONDS, request[CLIENT])
     if result is None:
         return _json({"type": "try_again", "request_id": request_id, "queue_state": "active"})
     if isinstance(result, ForwardBackwardResult):
@@ -234,12 +239,13 @@ async def weights_info(request: web.Request) -> web.Response:
 
 async def set_ttl(request: web.Request) -> web.Response:
     ttl_seconds = requests.ttl_seconds(await request.read())
-    _service(request).set_ttl(requests.checkpoint_ref(request.match_info), ttl_seconds)
+    ref = requests.checkpoint_ref(request.match_info)
+    _service(request).set_ttl(ref, ttl_seconds, request[CLIENT])
     return _json({})
 
 
 async def delete_checkpoint(request: web.Request) -> web.Response:
-    _service(request).delete(requests.checkpoint_ref(request.match_info))
+    _service(request).delete(requests.checkpoint_ref(request.match_info), request[CLIENT])
     return _json({})
 
 
