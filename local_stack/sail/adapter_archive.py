@@ -1,4 +1,5 @@
-"""Downloading a LoRA archive from loopback and unpacking it, both within fixed bounds.
+"""Downloading a LoRA archive from the stack's own archive route and unpacking it, both
+within fixed bounds.
 
 An archive URL comes from a request, so its bytes are hostile until checked. The download
 goes only to the stack's own archive route (the URL is checked before, in `requests`),

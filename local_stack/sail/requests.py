@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from local_stack.engine.checkpoints import CheckpointRef
 from local_stack.engine.model import BASE_MODEL_NAME, MAX_CONTEXT_TOKENS
 from local_stack.engine.sampler import SamplingParams
 from local_stack.engine.vocab import CompactVocab
@@ -30,11 +30,6 @@ MAX_TEMPERATURE = 2.0
 MIN_TOP_P = 0.001
 MAX_TOKEN_ID = 2**31 - 1
 MAX_STOP_IDS = 64
-# What follows the stack's archive route in an archive URL Tinker hands out:
-# `<model_id>/<kind>/<name>.tar` (`local_stack.tinker.routes.archive_url`).
-ARCHIVE_PATH = re.compile(
-    r"[A-Za-z0-9][A-Za-z0-9:._-]{0,127}/(weights|sampler_weights)/[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.tar"
-)
 
 
 @dataclass(frozen=True)
@@ -225,13 +220,25 @@ def check_archive_url(url: str, archive_prefix: str | None) -> None:
     parts = urlsplit(url)
     base = f"{parts.scheme}://{parts.netloc}{parts.path}"
     path = base.removeprefix(archive_prefix or "")
-    if archive_prefix is None or path == base or parts.fragment or not ARCHIVE_PATH.fullmatch(path):
+    if archive_prefix is None or path == base or parts.fragment or not _names_checkpoint(path):
         raise ApiError(
             f"metadata.lora must be an adapter archive URL of this stack's Tinker "
             f"({archive_prefix or 'none is served'}<model_id>/<kind>/<name>.tar), "
             f"got {url[:200]!r}",
             param="metadata.lora",
         )
+
+
+def _names_checkpoint(path: str) -> bool:
+    """Whether `path` is `<model_id>/<kind>/<name>.tar` with names a checkpoint can have."""
+    pieces = path.split("/")
+    if len(pieces) != 3 or not pieces[2].endswith(".tar"):
+        return False
+    try:
+        CheckpointRef(pieces[0], pieces[1], pieces[2].removesuffix(".tar"))
+    except ValueError:
+        return False
+    return True
 
 
 def _is_int(value: Any) -> bool:
