@@ -1,4 +1,5 @@
-"""What one client creates is its own: runs, sessions, futures, checkpoints, files, LoRAs.
+"""What one client creates is its own: runs, sessions, futures, checkpoints, files, LoRAs,
+responses.
 
 Each client here has keys of its own (`tml-local-<client>`, `sk_local_<client>`), as every
 kernel does. The other client gets 404 for whatever it may not touch, the same answer as for
@@ -224,3 +225,12 @@ def test_sail_files_and_loras_belong_to_their_client(local_stack):
         assert sail(url, client, "DELETE", "/loras/same-name").status == 200
         for file_id in file_ids:
             assert sail(url, client, "DELETE", f"/files/{file_id}").status == 200
+
+
+def test_a_response_answers_only_the_client_that_asked_for_it(local_stack):
+    url, alice, bob = local_stack.url, new_client("alice"), new_client("bob")
+    created = sail(url, alice, "POST", "/responses", json=create_body()).json()
+    assert sail(url, bob, "GET", f"/responses/{created['id']}").status == 404
+    assert_bystander_served(url)
+    retrieved = sail(url, alice, "GET", f"/responses/{created['id']}")
+    assert retrieved.status == 200 and retrieved.json()["id"] == created["id"]

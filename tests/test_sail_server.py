@@ -20,6 +20,7 @@ from local_stack.control.client import get_stats, set_knobs
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, load_base_model
 from tests.sail_support import (
     HTTP,
+    KEY_HEADER,
     QUESTIONS,
     adapter_tar,
     assert_logprobs_match,
@@ -163,7 +164,7 @@ def test_adapter_urls_off_the_stack_are_refused(local_stack):
 def test_injected_latency_reports_in_progress_until_done(local_stack, renderer, knobs, monkeypatch):
     knobs(latency=0.5)
     created = post_create(local_stack.url, create_body()).json()
-    headers = {"Authorization": "Bearer sk_local_stack"}
+    headers = KEY_HEADER
     retrieve = f"{local_stack.url}/v1/responses/{created['id']}"
     assert HTTP.request("GET", retrieve, headers=headers).json()["status"] == "in_progress"
     # The SDK sleeps 20 s between polls; only a test may shorten that.

@@ -44,17 +44,17 @@ class LoraSource:
 
 @dataclass(frozen=True)
 class NamedLora:
-    """A LoRA uploaded to Sail (`POST /v1/loras`), named by its name or id, looked up among
-    the LoRAs of the client that sent the request."""
+    """A LoRA uploaded to Sail (`POST /v1/loras`), named by its name or id; it is looked up
+    among the LoRAs of the client that sent the request."""
 
     name_or_id: str
-    owner: str
 
 
 @dataclass(frozen=True)
 class SamplingRequest:
     """A create body, checked: real prompt ids, sampling parameters (compact stop ids)."""
 
+    client: str  # who sent it: the only client that may retrieve its response
     model: str
     prompt: list[int]
     params: SamplingParams
@@ -69,9 +69,9 @@ def parse_sampling_request(
 ) -> SamplingRequest:
     """Validate a create body the way the real service would.
 
-    `client` sent it (a named LoRA is looked up among its own); `archive_prefix` is where
-    this stack's Tinker serves adapter archives, the only URLs `metadata.lora` may name
-    (None: the stack serves none).
+    `client` sent it (its LoRA names are its own, and so is the response); `archive_prefix`
+    is where this stack's Tinker serves adapter archives, the only URLs `metadata.lora` may
+    name (None: the stack serves none).
     """
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
@@ -116,11 +116,12 @@ def parse_sampling_request(
     if not isinstance(background, bool):
         raise ApiError("background must be true or false", param="background")
     return SamplingRequest(
+        client,
         model,
         prompt,
         params,
         metadata,
-        _lora(metadata, client, archive_prefix),
+        _lora(metadata, archive_prefix),
         LOGPROBS_INCLUDE in include,
         background,
     )
@@ -182,17 +183,14 @@ def _metadata(value: Any) -> dict[str, str]:
     return metadata
 
 
-def _lora(
-    metadata: dict[str, str], client: str, archive_prefix: str | None
-) -> LoraSource | NamedLora | None:
+def _lora(metadata: dict[str, str], archive_prefix: str | None) -> LoraSource | NamedLora | None:
     """The adapter `metadata.lora` names: a Tinker archive URL (with its adapter config) or,
-    when it is no URL, the name or id of one of the client's uploaded LoRAs
-    (`local_stack.sail.loras`)."""
+    when it is no URL, the name or id of an uploaded LoRA (`local_stack.sail.loras`)."""
     url = metadata.get("lora")
     if not url:
         return None
     if "://" not in url:
-        return NamedLora(url, client)
+        return NamedLora(url)
     check_archive_url(url, archive_prefix)
     parts = urlsplit(url)
     given = metadata.get("tinker_adapter_config")

@@ -8,7 +8,8 @@ A sub-app mounted at `/v1`. Its middleware (`local_stack.http`) checks the Beare
 turns every `ApiError` into Sail's error body; the handlers only read the body, hand it to
 the parsing layer and the service, and write the answer. Two injected faults are HTTP
 faults, so they are applied here: `http500` and `malformed` (a truncated JSON body).
-Files and LoRAs belong to the client whose key created them (`files`, `loras`).
+Responses, files and LoRAs belong to the client whose key created them (`files`, `loras`);
+to any other client they answer 404.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def _archive_prefix(request: web.Request) -> str | None:
 async def retrieve_response(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     stored = service.find(request.match_info["id"])
-    if stored is None:
+    if stored is None or stored.request.client != request[CLIENT]:  # another's is not found
         raise ApiError("no response with that id", status=404)
     body = await service.wait(stored)
     if body["status"] != "in_progress" and stored.fault == "http500":
