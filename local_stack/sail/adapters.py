@@ -45,10 +45,6 @@ TARGET_MODULES = frozenset(json.loads(ADAPTER_CONFIG_PATH.read_text())["target_m
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_]{1,64}(\.[A-Za-z0-9_]{1,64}){0,7}")
 MAX_PATTERN_ENTRIES = 64
 MAX_LAYER_INDEX = 1023
-# The initialisations that cost one cheap pass over the weights (which loading then
-# overwrites). PiSSA, OLoRA, LoftQ, CorDA, EVA and the rest run SVDs or data passes; one
-# `"pissa_niter_100000000"` blocked the compute thread for good. The accepted ones are
-# true, false and "gaussian" (`KNOWN_KEYS`).
 _PARAM = "metadata.lora"
 # Codes an uploaded LoRA's failed validation reports (`result_code`).
 INVALID_CONFIG = "invalid_adapter_config"
@@ -218,6 +214,9 @@ KNOWN_KEYS: dict[str, tuple[Check, str]] = {
         lambda v: v is None or _plain_names(v if isinstance(v, list) else [v]),
         f"null, a plain module name or {PLAIN_RULE}",
     ),
+    # Only initialisations that cost one cheap pass over the weights (which loading then
+    # overwrites). PiSSA, OLoRA, LoftQ, CorDA, EVA and the rest run SVDs or data passes:
+    # one `"pissa_niter_100000000"` blocked the compute thread for good.
     "init_lora_weights": (
         lambda v: v is True or v is False or v == "gaussian",
         "true, false or 'gaussian'",

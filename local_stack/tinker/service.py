@@ -9,16 +9,19 @@ plane's `train_latency` knob makes each training step take at least that long.
 Ownership. Every session, training run and future belongs to the client whose key created
 it (`local_stack.config`); to any other client it does not exist (404, the same answer as
 for an id never issued, so ids do not leak). A checkpoint belongs to the client whose run
-saved it, and only that client may delete it or change its TTL. What the course shares on
-purpose, as one organisation's checkpoints are shared in real Tinker: READING a checkpoint,
-given its `tinker://` path. Any client may load it into a new run of its own, read its
-`weights_info` and get its archive URL (and so sample from it on Sail). Each kernel is its
-own client, and the course needs this across kernels: notebook 04 restarted after a crash
-resumes from the state its dead kernel saved, and notebook 08 ships the adapter notebook
-04's kernel trained. A run resumed that way continues the dead kernel's run, so its client
-may also delete (or re-TTL) the one checkpoint it resumed from, as notebook 04 does once
-the next state is saved. Nothing else of another client's can be changed: no client can
-step, save into, load into or read the info of another's run.
+saved it, and only that client may delete it or change its TTL: tinker's RestClient
+documents a 404 for a TTL change by a user who does not own the run.
+
+What is shared on purpose, and why. In the cloud every kernel of one user holds the same
+key; here each kernel is a client of its own, yet the course reads checkpoints across
+kernels: notebook 04, restarted after a crash, resumes from the state its dead kernel saved,
+and notebook 08 ships the adapter notebook 04's kernel trained. So READING a checkpoint,
+given its `tinker://` path, is open to every client: loading it into a new run of its own,
+its `weights_info`, its archive URL (and so sampling from it on Sail). A run resumed from a
+state checkpoint (weights and optimizer) continues the dead kernel's run, so its client may
+also delete or re-TTL that one checkpoint, as notebook 04 does once its next state is
+saved. Nothing else of another client's can be changed: no client can step, save into,
+load into or read the info of another's run.
 """
 
 from __future__ import annotations
