@@ -19,6 +19,8 @@ import pytest
 from tinker import types
 
 from local_stack.engine.model import ADAPTER_CONFIG_PATH
+from local_stack.sail.files import MAX_FILE_BYTES, MAX_STORED_FILES
+from local_stack.sail.loras import MAX_CLIENT_LORAS
 from tests.isolation_support import (
     assert_bystander_served,
     new_client,
@@ -234,3 +236,47 @@ def test_a_response_answers_only_the_client_that_asked_for_it(local_stack):
     assert_bystander_served(url)
     retrieved = sail(url, alice, "GET", f"/responses/{created['id']}")
     assert retrieved.status == 200 and retrieved.json()["id"] == created["id"]
+
+
+def test_one_client_filling_its_share_leaves_room_for_the_others(local_stack):
+    """Sail's file storage and LoRA slots are bounded; one client may take only its share."""
+    url, mallory, alice = local_stack.url, new_client("mallory"), new_client("alice")
+
+    def upload(client: str, data: bytes):
+        return sail(url, client, "POST", "/files", fields={"purpose": "lora", "file": ("f", data)})
+
+    big = b"\1" * MAX_FILE_BYTES
+    kept = []
+    while (reply := upload(mallory, big)).status == 200:
+        kept.append(reply.json()["id"])
+        assert len(kept) <= MAX_STORED_FILES, "the client's share never filled up"
+    assert reply.status == 413 and "your" in reply.json()["error"]["message"]
+    config_id = upload(alice, ADAPTER_CONFIG_PATH.read_bytes()).json()["id"]
+    weights_id = upload(alice, b"w").json()["id"]
+
+    def create(client: str, name: str, file_ids: list[str]):
+        body = {
+            "name": name,
+            "supported_models": [MODEL],
+            "config_file_id": file_ids[0],
+            "weights_file_id": file_ids[1],
+        }
+        return sail(url, client, "POST", "/loras", json=body)
+
+    # Mallory's LoRAs need files of her own: she frees room for two small ones first.
+    assert sail(url, mallory, "DELETE", f"/files/{kept.pop()}").status == 200
+    mallory_ids = [upload(mallory, b"{}").json()["id"], upload(mallory, b"w").json()["id"]]
+    names = [f"share-{i}" for i in range(MAX_CLIENT_LORAS)]
+    for name in names:
+        assert create(mallory, name, mallory_ids).status == 200
+    refused = create(mallory, "one-too-many", mallory_ids)
+    assert refused.status == 413 and refused.json()["error"]["code"] == "too_many_loras"
+    assert create(alice, "alice-still-fits", [config_id, weights_id]).status == 200
+    assert_bystander_served(url)
+
+    for client, lora_names in ((mallory, names), (alice, ["alice-still-fits"])):
+        for name in lora_names:
+            assert sail(url, client, "DELETE", f"/loras/{name}").status == 200
+    for client, file_ids in ((mallory, kept + mallory_ids), (alice, [config_id, weights_id])):
+        for file_id in file_ids:
+            assert sail(url, client, "DELETE", f"/files/{file_id}").status == 200

@@ -3,8 +3,9 @@ page has them uploaded: `adapter_config.json` and `adapter_model.safetensors`, p
 
 The bytes stay in memory, within fixed bounds: one file may be as large as the biggest
 adapter archive the stack fetches (`adapter_archive.MAX_ARCHIVE_BYTES`), and all files
-together at most MAX_STORED_BYTES. An upload over a bound is refused while it streams,
-before its bytes are kept; nothing already stored is evicted to make room.
+together at most MAX_STORED_BYTES, of which one client may hold a quarter (so one kernel
+filling its share leaves room for the others). An upload over a bound is refused while it
+streams, before its bytes are kept; nothing already stored is evicted to make room.
 
 A file belongs to the client that uploaded it (its key, `local_stack.config`): only that
 client lists, reads, deletes or builds a LoRA from it. To any other client it does not
@@ -27,6 +28,7 @@ PURPOSES = ("lora",)  # the only purpose the local stack stores
 MAX_FILE_BYTES = MAX_ARCHIVE_BYTES
 MAX_STORED_BYTES = 64 * 1024**2
 MAX_STORED_FILES = 256
+CLIENT_SHARE = 4  # one client may hold 1/CLIENT_SHARE of the files and bytes
 MAX_FILENAME_CHARS = 255
 MAX_FIELD_BYTES = 1024  # a form field other than the file (`purpose`)
 # Multipart headers and boundaries around the file: generous, still small.
@@ -65,15 +67,20 @@ class FileStore:
         self._files: dict[str, StoredFile] = {}
 
     def add(self, owner: str, filename: str, purpose: str, data: bytes) -> StoredFile:
-        stored_bytes = sum(len(f.data) for f in self._files.values())
-        if len(self._files) >= MAX_STORED_FILES or stored_bytes + len(data) > MAX_STORED_BYTES:
-            raise ApiError(
-                f"file storage is full ({len(self._files)} files, {stored_bytes} bytes; the "
-                f"local stack keeps at most {MAX_STORED_FILES} files and {MAX_STORED_BYTES} "
-                "bytes): delete files you no longer need (DELETE /v1/files/{id})",
-                status=413,
-                code="storage_full",
-            )
+        owned = [f for f in self._files.values() if f.owner == owner]
+        for files, most_files, most_bytes, whose in (
+            (owned, MAX_STORED_FILES // CLIENT_SHARE, MAX_STORED_BYTES // CLIENT_SHARE, "your"),
+            (list(self._files.values()), MAX_STORED_FILES, MAX_STORED_BYTES, "the stack's"),
+        ):
+            stored_bytes = sum(len(f.data) for f in files)
+            if len(files) >= most_files or stored_bytes + len(data) > most_bytes:
+                raise ApiError(
+                    f"file storage is full ({whose} {len(files)} files, {stored_bytes} bytes, "
+                    f"of at most {most_files} files and {most_bytes} bytes): delete files you "
+                    "no longer need (DELETE /v1/files/{id})",
+                    status=413,
+                    code="storage_full",
+                )
         stored = StoredFile(f"file-{uuid.uuid4().hex}", owner, filename, purpose, data, time.time())
         self._files[stored.id] = stored
         return stored

@@ -41,6 +41,7 @@ from local_stack.sail.files import FileStore
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]")
 MAX_LORAS = 16  # each holds a PEFT-wrapped copy of the tiny model
+MAX_CLIENT_LORAS = 4  # one client's share, so one kernel cannot take them all
 # The create body's file fields, and the adapter file each must hold.
 FILE_FIELDS = {
     "config_file_id": "adapter_config.json",
@@ -162,9 +163,11 @@ class LoraRegistry:
                 param="name",
                 code="duplicate_name",
             )
-        if len(self._loras) >= MAX_LORAS:
+        owned = sum(lora.owner == owner for lora in self._loras.values())
+        if owned >= MAX_CLIENT_LORAS or len(self._loras) >= MAX_LORAS:
             raise ApiError(
-                f"the local stack keeps at most {MAX_LORAS} LoRAs: delete one first",
+                f"the local stack keeps at most {MAX_CLIENT_LORAS} LoRAs per client and "
+                f"{MAX_LORAS} in all (you have {owned}): delete one first",
                 status=413,
                 code="too_many_loras",
             )
