@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from local_stack.config import SAIL_API_KEY, TINKER_API_KEY
 
@@ -20,6 +21,7 @@ def main() -> None:
     if args.command == "serve":
         from local_stack.app import serve as run_server
 
+        os.umask(0o077)  # whatever the stack writes (checkpoints, logs) is the user's alone
         run_server(args.port)
     elif args.command == "status":
         print_status()

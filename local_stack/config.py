@@ -53,6 +53,7 @@ def storage_dir() -> Path:
     directories differ (a kernel in notebooks/, the stack in the repo root)."""
     path = Path(os.environ.get(STORAGE_DIR_VAR) or REPO_ROOT / "runs" / "local-stack").resolve()
     path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)  # private: other accounts must not read model ids or checkpoints
     return path
 
 

@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import http.server
 import io
+import json
 import tarfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import torch
 import urllib3
 
 from helpers.scoring import QUESTION_SUFFIX
-from local_stack.config import SAIL_API_KEY
+from local_stack.config import client_keys, process_client
 from local_stack.engine.model import BASE_MODEL_NAME, adapter_config_for, load_base_model
 
 QUESTIONS = [
@@ -27,6 +29,9 @@ QUESTIONS = [
     "Sara has 17 stickers and gives away 12. How many stickers does Sara have left?",
 ]
 HTTP = urllib3.PoolManager(retries=False)
+# This process's own key, the one `connect` gives the SDKs: raw requests and the SDK's are
+# one client, so each sees the files and LoRAs the other created.
+SAIL_API_KEY = client_keys(process_client())["SAIL_API_KEY"]
 KEY_HEADER = {"Authorization": f"Bearer {SAIL_API_KEY}"}
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
@@ -111,6 +116,21 @@ def tar_bytes(files: dict[str, bytes], mode: str = "w") -> bytes:
 
 def adapter_tar(directory: Path, mode: str = "w") -> bytes:
     return tar_bytes({name: (directory / name).read_bytes() for name in ADAPTER_FILES}, mode)
+
+
+PLANTED_RUN = "planted-archives"  # a run id no Tinker session can produce
+
+
+def plant_archive(storage_dir: Path, stack_url: str, name: str, data: bytes) -> str:
+    """Put `data` into the stack's storage as the archive of sampler checkpoint `name`, and
+    return the archive URL Tinker serves it at: the only URLs Sail fetches adapters from,
+    so hostile archives reach Sail this way. Planting again replaces what the URL serves."""
+    checkpoint = storage_dir / "tinker" / PLANTED_RUN / "sampler_weights" / name
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / "adapter.tar").write_bytes(data)
+    meta = {"created_at": time.time(), "expires_at": None}
+    (checkpoint / "checkpoint.json").write_text(json.dumps(meta))
+    return f"{stack_url}/tinker/archives/{PLANTED_RUN}/sampler_weights/{name}.tar"
 
 
 Route = bytes | Callable[[http.server.BaseHTTPRequestHandler], None]

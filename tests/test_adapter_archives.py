@@ -1,8 +1,9 @@
 """LoRA archives and URLs are hostile input to the local Sail server.
 
-Bombs, sparse files, oversized and endless downloads, impossible configs and redirects off
-the machine are refused with a 4xx while the server stays small and responsive, and the
-adapter a request gets is always the one its URL serves.
+Bombs, sparse files, oversized downloads and impossible configs are refused with a 4xx
+while the server stays small and responsive, and the adapter a request gets is always the
+one its URL serves. Sail fetches adapters only from the stack's own archive route
+(`tests/test_lora_urls.py`), so the hostile archives are planted in the stack's storage.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,82 +68,54 @@ def _with_config(weights: bytes, **changes: object) -> bytes:
     return support.tar_bytes({"adapter_config.json": config, "adapter_model.safetensors": weights})
 
 
-def _endless(handler) -> None:
-    """A download without Content-Length that never ends (until the client hangs up)."""
-    handler.send_response(200)
-    handler.end_headers()
-    chunk = b"\0" * 65536
-    for _ in range(4096):  # 256 MB at most, in case nobody hangs up
-        try:
-            handler.wfile.write(chunk)
-        except OSError:
-            return
-
-
-def _redirect(location: str, handler) -> None:
-    handler.send_response(302)
-    handler.send_header("Location", location)
-    handler.send_header("Content-Length", "0")
-    handler.end_headers()
-
-
 @dataclass(frozen=True)
 class Served:
-    url: str
-    routes: dict
+    urls: dict[str, str]  # name -> the archive URL it is planted at
+    plant: Callable[[str, bytes], str]
     adapter_a: Path
     adapter_b: Path
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory) -> Iterator[Served]:
+def served(local_stack, tmp_path_factory) -> Served:
     adapter_a = support.save_adapter(tmp_path_factory.mktemp("adapter-a"), seed=1)
     adapter_b = support.save_adapter(tmp_path_factory.mktemp("adapter-b"), seed=2)
     weights = (adapter_a / "adapter_model.safetensors").read_bytes()
     good = support.adapter_tar(adapter_a, "w:gz")
-    routes = {
-        "/a.tar": support.adapter_tar(adapter_a),
-        "/b.tar": support.adapter_tar(adapter_b),
-        "/member-bomb.tar.gz": _gzip_bomb(_header("adapter_model.safetensors", GIB)),
-        "/pax-bomb.tar.gz": _gzip_bomb(_header("././@PaxHeader", GIB, tarfile.XHDTYPE)),
-        "/sparse.tar": _sparse_archive(),
-        "/oversized.tar": b"\0" * (64 * 1024**2),
-        "/endless.tar": _endless,
-        "/truncated.tar.gz": good[: len(good) // 2],
-        "/not-a-tar": b"<html>not an archive</html>",
-        "/huge-rank.tar": _with_config(weights, r=1_000_000),
-        "/huge-rank-pattern.tar": _with_config(weights, rank_pattern={"q_proj": 1_000_000}),
-        "/layer-replication.tar": _with_config(weights, layer_replication=[[0, 100_000]]),
-        "/non-utf8-config.tar": support.tar_bytes(
+    archives = {
+        "a": support.adapter_tar(adapter_a),
+        "b": support.adapter_tar(adapter_b),
+        "member-bomb": _gzip_bomb(_header("adapter_model.safetensors", GIB)),
+        "pax-bomb": _gzip_bomb(_header("././@PaxHeader", GIB, tarfile.XHDTYPE)),
+        "sparse": _sparse_archive(),
+        "oversized": b"\0" * (64 * 1024**2),
+        "truncated": good[: len(good) // 2],
+        "not-a-tar": b"<html>not an archive</html>",
+        "huge-rank": _with_config(weights, r=1_000_000),
+        "huge-rank-pattern": _with_config(weights, rank_pattern={"q_proj": 1_000_000}),
+        "layer-replication": _with_config(weights, layer_replication=[[0, 100_000]]),
+        "non-utf8-config": support.tar_bytes(
             {"adapter_config.json": b"\xff\xfe{}", "adapter_model.safetensors": weights}
         ),
-        "/redirect-out": functools.partial(_redirect, "http://example.com/a.tar"),
-        "/redirect-wildcard": None,  # set below: needs the port
-        "/redirect-in": functools.partial(_redirect, "/a.tar"),
-        "/redirect-loop": functools.partial(_redirect, "/redirect-loop"),
     }
-    with support.file_server(routes) as url:
-        port = url.rsplit(":", 1)[1]
-        routes["/redirect-wildcard"] = functools.partial(_redirect, f"http://0.0.0.0:{port}/a.tar")
-        yield Served(url, routes, adapter_a, adapter_b)
+    plant = functools.partial(support.plant_archive, local_stack.storage_dir, local_stack.url)
+    urls = {name: plant(name, data) for name, data in archives.items()}
+    urls["missing"] = urls["a"].replace("/a.tar", "/missing.tar")
+    return Served(urls, plant, adapter_a, adapter_b)
 
 
 HOSTILE = [
-    ("/member-bomb.tar.gz", 413, "expands to more than"),
-    ("/pax-bomb.tar.gz", 413, "expands to more than"),
-    ("/sparse.tar", 400, "not a regular file"),
-    ("/oversized.tar", 413, "larger than"),
-    ("/endless.tar", 413, "larger than"),
-    ("/truncated.tar.gz", 400, "not a readable tar"),
-    ("/not-a-tar", 400, "not a readable tar"),
-    ("/huge-rank.tar", 400, "ranks must be integers from 1 to 32"),
-    ("/huge-rank-pattern.tar", 400, "ranks must be integers from 1 to 32"),
-    ("/layer-replication.tar", 400, "layer_replication"),
-    ("/non-utf8-config.tar", 400, "not UTF-8"),
-    ("/redirect-out", 400, "non-loopback host 'example.com'"),
-    ("/redirect-wildcard", 400, "non-loopback host '0.0.0.0'"),
-    ("/redirect-loop", 400, "redirects more than"),
-    ("/missing.tar", 400, "HTTP 404"),
+    ("member-bomb", 413, "expands to more than"),
+    ("pax-bomb", 413, "expands to more than"),
+    ("sparse", 400, "not a regular file"),
+    ("oversized", 413, "larger than"),
+    ("truncated", 400, "not a readable tar"),
+    ("not-a-tar", 400, "not a readable tar"),
+    ("huge-rank", 400, "ranks must be integers from 1 to 32"),
+    ("huge-rank-pattern", 400, "ranks must be integers from 1 to 32"),
+    ("layer-replication", 400, "layer_replication"),
+    ("non-utf8-config", 400, "not UTF-8"),
+    ("missing", 400, "HTTP 404"),
 ]
 
 
@@ -193,21 +166,20 @@ def test_hostile_archives_are_refused_in_bounded_memory(local_stack, renderer, s
     model, vocab = support.load_adapter(served.adapter_a), load_base_model()[1]
     # Warm up: the good adapter loaded once, so the growth measured below is the hostile part.
     support.alongside_good_requests(
-        renderer, lora(tinker_lora_signed_url=f"{served.url}/a.tar"), model, vocab, []
+        renderer, lora(tinker_lora_signed_url=served.urls["a"]), model, vocab, []
     )
     baseline = psutil.Process(local_stack.pid).memory_info().rss
     calls = [
-        functools.partial(_create_with_lora, local_stack.url, served.url + path)
-        for path, *_ in HOSTILE
+        functools.partial(_create_with_lora, local_stack.url, served.urls[name])
+        for name, *_ in HOSTILE
     ]
     with watching(local_stack.url, local_stack.pid) as watch:
-        # The redirect that stays on loopback is followed: the good request goes through it.
-        good = lora(tinker_lora_signed_url=f"{served.url}/redirect-in")
+        good = lora(tinker_lora_signed_url=served.urls["a"] + "?sig=2")
         replies = support.alongside_good_requests(renderer, good, model, vocab, calls)
-    for (path, status, words), reply in zip(HOSTILE, replies, strict=True):
-        assert reply.status == status, (path, reply.data[:300])
+    for (name, status, words), reply in zip(HOSTILE, replies, strict=True):
+        assert reply.status == status, (name, reply.data[:300])
         error = reply.json()["error"]
-        assert words in error["message"] and error["param"] == "metadata.lora", (path, error)
+        assert words in error["message"] and error["param"] == "metadata.lora", (name, error)
     print(
         f"{watch.polls} health polls, slowest {watch.slowest_health:.3f} s; "
         f"peak RSS growth {(watch.peak_rss - baseline) / 1024**2:.0f} MB"
@@ -223,42 +195,29 @@ def test_same_lora_name_gets_the_adapter_its_url_serves(local_stack, renderer, s
     model_b = support.load_adapter(served.adapter_b)
     vocab = load_base_model()[1]
 
-    def named(path: str):
+    def named(name: str):
         return support.make_completer(
             temperature=0.0,
-            tinker_lora_signed_url=f"{served.url}{path}?sig=1",
+            tinker_lora_signed_url=f"{served.urls[name]}?sig=1",
             adapter_config=COURSE_CONFIG,
             tinker_lora_name="same-name",
         )
 
     async def both():
         return await asyncio.gather(
-            support.sample_async(named("/a.tar"), renderer, support.QUESTIONS),
-            support.sample_async(named("/b.tar"), renderer, support.QUESTIONS),
+            support.sample_async(named("a"), renderer, support.QUESTIONS),
+            support.sample_async(named("b"), renderer, support.QUESTIONS),
         )
 
     results_a, results_b = asyncio.run(both())
     for question, result_a, result_b in zip(support.QUESTIONS, results_a, results_b, strict=True):
         support.assert_logprobs_match(model_a, vocab, renderer, question, result_a)
         support.assert_logprobs_match(model_b, vocab, renderer, question, result_b)
-    original = served.routes["/a.tar"]
-    served.routes["/a.tar"] = served.routes["/b.tar"]  # the checkpoint behind the URL changed
+    # The checkpoint behind the URL changed.
+    served.plant("a", support.adapter_tar(served.adapter_b))
     try:
-        sampling = support.sample_async(named("/a.tar"), renderer, support.QUESTIONS[:1])
+        sampling = support.sample_async(named("a"), renderer, support.QUESTIONS[:1])
         (result,) = asyncio.run(sampling)
         support.assert_logprobs_match(model_b, vocab, renderer, support.QUESTIONS[0], result)
     finally:
-        served.routes["/a.tar"] = original
-
-
-def test_lora_url_must_name_a_loopback_host(local_stack, served):
-    port = served.url.rsplit(":", 1)[1]
-    assert _create_with_lora(local_stack.url, f"http://localhost:{port}/a.tar").status == 200
-    for lora_url, words in [
-        ("https://example.com/a.tar", "non-loopback host 'example.com'"),
-        ("http://0.0.0.0:1/a.tar", "non-loopback host '0.0.0.0'"),
-        ("http://10.0.0.1/a.tar", "non-loopback host '10.0.0.1'"),
-        ("http://127.0.0.1:9/a.tar", "could not fetch"),  # loopback, but nothing listens
-    ]:
-        reply = _create_with_lora(local_stack.url, lora_url)
-        assert reply.status == 400 and words in reply.json()["error"]["message"], reply.data
+        served.plant("a", support.adapter_tar(served.adapter_a))

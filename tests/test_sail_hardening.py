@@ -145,7 +145,7 @@ def test_malformed_create_bodies_are_4xx(local_stack, renderer, base):
     for config in BAD_ADAPTER_CONFIGS:
         metadata = {
             "completion_window": "balanced",
-            "lora": "http://127.0.0.1:9/never-fetched.tar",
+            "lora": f"{url}/tinker/archives/nobody/sampler_weights/never-fetched.tar",
             "tinker_adapter_config": config,
         }
         calls.append(functools.partial(post_create, url, create_body(metadata=metadata)))

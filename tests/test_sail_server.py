@@ -24,9 +24,9 @@ from tests.sail_support import (
     adapter_tar,
     assert_logprobs_match,
     create_body,
-    file_server,
     load_adapter,
     make_completer,
+    plant_archive,
     post_create,
     question_prompt,
     sample,
@@ -92,30 +92,34 @@ def test_concurrent_requests_are_decoded_in_batches(local_stack, renderer):
 
 
 # ---------------------------------------------------------------------------------------
-# LoRA adapters from a loopback file server.
+# LoRA adapters from the stack's own archive route.
 
 
 @pytest.fixture(scope="module")
-def adapter_server(tmp_path_factory) -> Iterator[tuple[str, Path]]:
-    """A PEFT adapter (rank 32, random non-zero weights) as .tar and .tar.gz, served over HTTP."""
+def adapter_server(local_stack, tmp_path_factory) -> tuple[dict[str, str], Path]:
+    """A PEFT adapter (rank 32, random non-zero weights) as a tar and a gzipped tar, planted
+    in the stack's storage: their archive URLs, and the adapter's folder."""
     peft_dir = save_adapter(tmp_path_factory.mktemp("adapter"), seed=1)
-    routes = {
-        "/adapter.tar": adapter_tar(peft_dir),
-        "/adapter.tar.gz": adapter_tar(peft_dir, "w:gz"),
+    archives = {
+        "adapter.tar": adapter_tar(peft_dir),
+        "adapter.tar.gz": adapter_tar(peft_dir, "w:gz"),
     }
-    with file_server(routes) as url:
-        yield url, peft_dir
+    urls = {
+        name: plant_archive(local_stack.storage_dir, local_stack.url, name.replace(".", "-"), data)
+        for name, data in archives.items()
+    }
+    return urls, peft_dir
 
 
 def test_lora_adapter_changes_outputs_exactly(local_stack, renderer, adapter_server):
-    url, peft_dir = adapter_server
+    urls, peft_dir = adapter_server
     course_config = json.loads(ADAPTER_CONFIG_PATH.read_text())
     model = load_adapter(peft_dir)
     _, vocab = load_base_model()
     base_greedy = sample(make_completer(temperature=0.0), renderer, QUESTIONS)
     for archive in ("adapter.tar", "adapter.tar.gz"):
         lora_completer = make_completer(
-            tinker_lora_signed_url=f"{url}/{archive}?expires=1&sig=x",
+            tinker_lora_signed_url=f"{urls[archive]}?expires=1&sig=x",
             adapter_config=course_config,
             tinker_lora_name=f"test-{archive}",
         )
@@ -125,7 +129,7 @@ def test_lora_adapter_changes_outputs_exactly(local_stack, renderer, adapter_ser
     lora_greedy = sample(
         make_completer(
             temperature=0.0,
-            tinker_lora_signed_url=f"{url}/adapter.tar",
+            tinker_lora_signed_url=urls["adapter.tar"],
             adapter_config=course_config,
             tinker_lora_name="test-adapter.tar",
         ),
@@ -136,19 +140,20 @@ def test_lora_adapter_changes_outputs_exactly(local_stack, renderer, adapter_ser
 
 
 def test_mismatching_adapter_config_is_refused(local_stack, renderer, adapter_server):
-    url, _ = adapter_server
+    urls, _ = adapter_server
     config = {**json.loads(ADAPTER_CONFIG_PATH.read_text()), "r": 8}
     mismatched = make_completer(
-        tinker_lora_signed_url=f"{url}/adapter.tar", adapter_config=config, tinker_lora_name="m"
+        tinker_lora_signed_url=urls["adapter.tar"], adapter_config=config, tinker_lora_name="m"
     )
     with pytest.raises(sail.InferenceError, match="r: 8 != 32"):
         sample(mismatched, renderer, QUESTIONS[:1])
 
 
-def test_non_loopback_adapter_hosts_are_refused(local_stack):
+def test_adapter_urls_off_the_stack_are_refused(local_stack):
     metadata = {"completion_window": "balanced", "lora": "https://example.com/a.tar"}
     reply = post_create(local_stack.url, create_body(metadata=metadata))
-    assert reply.status == 400 and "non-loopback" in reply.json()["error"]["message"]
+    message = reply.json()["error"]["message"]
+    assert reply.status == 400 and "adapter archive URL of this stack's Tinker" in message
 
 
 # ---------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from local_stack.control.client import get_stats
 from local_stack.dataset import arithmetic_dataset
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, load_base_model
 from local_stack.sail.adapter_archive import MAX_ARCHIVE_BYTES
-from local_stack.sail.loras import MAX_LORAS
+from local_stack.sail.loras import MAX_CLIENT_LORAS
 from tests.cloud_support import cloud_kernel_env
 from tests.sail_support import (
     ADAPTER_FILES,
@@ -275,7 +275,7 @@ def test_missing_files_are_refused(local_stack, adapter):
 def test_lora_count_is_bounded(local_stack, adapter):
     url = local_stack.url
     ids = upload_ids(url, adapter)
-    names = [f"bounded-{i}" for i in range(MAX_LORAS)]
+    names = [f"bounded-{i}" for i in range(MAX_CLIENT_LORAS)]
     for name in names:
         assert create(url, name, **ids).status == 200
     assert_error(create(url, "one-too-many", **ids), 413, "at most", code="too_many_loras")

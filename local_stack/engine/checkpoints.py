@@ -3,7 +3,8 @@
 Everything lives under one root that survives stack restarts, so a `tinker://` path saved by
 one stack process resolves in the next (notebook 04 resumes training that way):
 
-    <model_id>/run.json                       how the run was created (answers weights_info)
+    <model_id>/run.json                       how the run was created (answers weights_info),
+                                              and which client created it (its owner)
     <model_id>/<kind>/<name>/                 kind is `weights` (save_state) or `sampler_weights`
         adapter_config.json                   the PEFT adapter, as save_pretrained writes it
         adapter_model.safetensors
@@ -12,13 +13,16 @@ one stack process resolves in the next (notebook 04 resumes training that way):
         checkpoint.json                       created_at and expires_at (Unix seconds)
 
 A checkpoint is written into a staging directory and renamed into place, so a reader never
-sees half of one. Once its TTL passes it is treated as absent and deleted.
+sees half of one. Once its TTL passes it is treated as absent and deleted. The root is
+private to the user running the stack (directories 0700, files 0600): a model id in a path
+is what lets a client use a checkpoint, so no other account on the machine may list them.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -34,6 +38,7 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 ARCHIVE_FILE = "adapter.tar"
 META_FILE = "checkpoint.json"
 RUN_FILE = "run.json"
+OWNER_KEY = "owner"  # in run.json: the client that created the run
 # Tinker accepts TTLs from one hour to ten years.
 MIN_TTL_SECONDS = 3600
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
@@ -114,18 +119,29 @@ class CheckpointStore:
         self.root = root
         self.clock = clock
         self.root.mkdir(parents=True, exist_ok=True)
+        make_private(self.root)
         shutil.rmtree(self.root / ".staging", ignore_errors=True)
 
-    def save_run_info(self, model_id: str, info: RunInfo) -> None:
+    def save_run_info(self, model_id: str, info: RunInfo, owner: str) -> None:
         run_dir = self.root / model_id
         run_dir.mkdir(parents=True, exist_ok=True)
-        _write_json(run_dir / RUN_FILE, asdict(info))
+        _write_json(run_dir / RUN_FILE, {**asdict(info), OWNER_KEY: owner})
 
     def run_info(self, model_id: str) -> RunInfo:
+        saved = self._run_record(model_id)
+        saved.pop(OWNER_KEY, None)
+        return RunInfo(**saved)
+
+    def owner(self, model_id: str) -> str | None:
+        """The client whose run saved `model_id`'s checkpoints (None for a run saved before
+        the stack recorded owners: nobody owns it)."""
+        return self._run_record(model_id).get(OWNER_KEY)
+
+    def _run_record(self, model_id: str) -> dict:
         path = self.root / model_id / RUN_FILE
         if not path.exists():
             raise CheckpointNotFound(f"no training run {model_id!r}")
-        return RunInfo(**json.loads(path.read_text()))
+        return json.loads(path.read_text())
 
     @contextmanager
     def staging_dir(self) -> Iterator[Path]:
@@ -229,6 +245,18 @@ class CheckpointStore:
         except FileNotFoundError:
             return  # already gone (another request expired it first)
         shutil.rmtree(doomed, ignore_errors=True)
+
+
+def make_private(root: Path) -> None:
+    """Directories 0700 and files 0600 from `root` down: a store written before the stack
+    kept it private is made private when the stack opens it. The server's umask (0077)
+    keeps everything written later private too."""
+    root.chmod(0o700)
+    for directory, subdirectories, files in os.walk(root):
+        for name in subdirectories:
+            Path(directory, name).chmod(0o700)
+        for name in files:
+            Path(directory, name).chmod(0o600)
 
 
 def _write_json(path: Path, payload: dict) -> None:

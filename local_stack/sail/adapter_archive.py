@@ -1,8 +1,9 @@
-"""Downloading a LoRA archive from loopback and unpacking it, both within fixed bounds.
+"""Downloading a LoRA archive from the stack's own archive route and unpacking it, both
+within fixed bounds.
 
 An archive URL comes from a request, so its bytes are hostile until checked. The download
-talks only to loopback addresses, on every redirect hop and for every connection (a resolver
-that returns nothing else), and stops at MAX_ARCHIVE_BYTES. Unpacking decompresses through
+goes only to the stack's own archive route (the URL is checked before, in `requests`),
+follows no redirect, and stops at MAX_ARCHIVE_BYTES. Unpacking decompresses through
 a reader that stops at MAX_EXPANDED_BYTES, accepts regular files only, and checks each
 member's declared size before reading it, so neither a compression bomb nor a sparse file
 nor a huge tar header can make the server allocate more than a few megabytes.
@@ -15,18 +16,13 @@ import bz2
 import gzip
 import hashlib
 import io
-import ipaddress
 import lzma
-import socket
 import tarfile
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
-from urllib.parse import urljoin, urlsplit
 
 import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import ThreadedResolver
 
 from local_stack.http import ApiError
 
@@ -36,9 +32,7 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 MAX_ARCHIVE_BYTES = 4 * 1024**2
 MAX_EXPANDED_BYTES = 4 * 1024**2
 MAX_MEMBERS = 16
-MAX_REDIRECTS = 3
 FETCH_TIMEOUT_SECONDS = 30
-_REDIRECTS = (301, 302, 303, 307, 308)
 _PARAM = "metadata.lora"
 
 
@@ -51,72 +45,24 @@ class Archive:
 
 
 async def fetch_archive(url: str) -> Archive:
-    """Download an adapter archive: loopback hosts only, at most MAX_ARCHIVE_BYTES."""
-    check_loopback_url(url)
-    connector = aiohttp.TCPConnector(resolver=_LoopbackResolver())
+    """Download an adapter archive, at most MAX_ARCHIVE_BYTES, following no redirect.
+
+    `url` has been checked to be this stack's own archive route (`requests.check_archive_url`),
+    which never redirects: a request cannot make the stack fetch any other address."""
     timeout = aiohttp.ClientTimeout(total=FETCH_TIMEOUT_SECONDS)
     # auto_decompress off: a Content-Encoding bomb would otherwise expand inside aiohttp.
-    async with aiohttp.ClientSession(
-        connector=connector, timeout=timeout, auto_decompress=False
-    ) as session:
+    async with aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as session:
         try:
-            for _ in range(MAX_REDIRECTS + 1):
-                async with session.get(url, allow_redirects=False) as reply:
-                    if reply.status in _REDIRECTS and "Location" in reply.headers:
-                        url = urljoin(url, reply.headers["Location"])
-                        check_loopback_url(url)
-                        continue
-                    if reply.status != 200:
-                        raise ApiError(
-                            f"fetching the LoRA archive gave HTTP {reply.status}", param=_PARAM
-                        )
-                    return await _read_capped(reply)
+            async with session.get(url, allow_redirects=False) as reply:
+                if reply.status != 200:
+                    raise ApiError(
+                        f"fetching the LoRA archive gave HTTP {reply.status}", param=_PARAM
+                    )
+                return await _read_capped(reply)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ApiError(
                 f"could not fetch the LoRA archive: {type(exc).__name__}: {exc}", param=_PARAM
             ) from None
-    raise ApiError(f"the LoRA URL redirects more than {MAX_REDIRECTS} times", param=_PARAM)
-
-
-def check_loopback_url(url: str) -> None:
-    """Only http(s) to a loopback address or `localhost`: the local stack is offline."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise ApiError(f"LoRA URL must be http(s), got {url!r}", param=_PARAM)
-    host = parts.hostname or ""
-    if host != "localhost" and not _is_loopback_address(host):
-        raise ApiError(
-            f"refusing to fetch a LoRA from non-loopback host {host!r}: "
-            "the local stack only serves adapters from 127.0.0.1",
-            param=_PARAM,
-        )
-
-
-def _is_loopback_address(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class _LoopbackResolver(AbstractResolver):
-    """Name lookups that keep loopback answers only, so no connection leaves the machine
-    whatever a name (`localhost` included) resolves to."""
-
-    def __init__(self) -> None:
-        self._resolver = ThreadedResolver()
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        found = await self._resolver.resolve(host, port, family)
-        loopback = [entry for entry in found if _is_loopback_address(entry["host"])]
-        if not loopback:
-            raise OSError(f"{host!r} resolves to no loopback address")
-        return loopback
-
-    async def close(self) -> None:
-        await self._resolver.close()
 
 
 async def _read_capped(reply: aiohttp.ClientResponse) -> Archive:

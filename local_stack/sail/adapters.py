@@ -4,8 +4,9 @@ A request names its adapter by URL. The adapter it gets is always the one that U
 now: every request (or burst of concurrent requests) downloads the archive, and a cached
 adapter is reused only if it came from the same URL with the same bytes. Loading is where
 hostile input would hurt, so it is bounded (see `adapter_archive`), checked before any
-allocation (`check_lora_config`), and kept off the event loop: unpacking and checking in a
-worker thread, PEFT on the compute thread.
+allocation (`check_lora_config`, an allow-list), and kept off the event loop: unpacking
+and checking in a worker thread, PEFT on the compute thread. PEFT is given the checked
+config, re-written, never the bytes that arrived.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import tempfile
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
@@ -29,6 +31,8 @@ from local_stack.http import ApiError, strict_json
 from local_stack.sail.adapter_archive import Archive, fetch_archive, read_adapter_archive
 from local_stack.sail.requests import LoraSource, is_finite_number
 
+Check = Callable[[Any], bool]
+
 ADAPTER_CACHE_SIZE = 8
 # Downloads and unpackings in flight at once, per client: each may hold a few MB of archive.
 # Per client, so that one client's slow archives cannot keep another's adapter waiting.
@@ -37,15 +41,12 @@ MAX_LORA_RANK = 32  # what Sail accepts for Kimi K2.6
 MAX_CONFIG_BYTES = 64 * 1024
 # The modules the stack trains; an adapter may target any of them, nothing else.
 TARGET_MODULES = frozenset(json.loads(ADAPTER_CONFIG_PATH.read_text())["target_modules"])
-# PEFT options that add modules or copy layers (a "layer_replication" can ask for a
-# thousand layers): Tinker never writes them, and they would allocate before any check.
-REFUSED_OPTIONS = (
-    "layer_replication",
-    "modules_to_save",
-    "trainable_token_indices",
-    "target_parameters",
-    "use_dora",
-)
+# PEFT matches module names, pattern keys and layer patterns as regular expressions, so a
+# client's pattern could backtrack for ever while holding the interpreter lock (a
+# `{"(.|.)*X": 8}` rank_pattern froze the whole stack). Only plain, dotted module names.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_]{1,64}(\.[A-Za-z0-9_]{1,64}){0,7}")
+MAX_PATTERN_ENTRIES = 64
+MAX_LAYER_INDEX = 1023
 _PARAM = "metadata.lora"
 # Codes an uploaded LoRA's failed validation reports (`result_code`).
 INVALID_CONFIG = "invalid_adapter_config"
@@ -81,6 +82,8 @@ class AdapterCache:
     async def get(self, lora: LoraSource, client: str = "") -> Adapter:
         """The adapter `lora.url` serves now, checked against the request's config; its
         download and load count against `client`'s slots and compute turns."""
+        if lora.given_config is not None:
+            check_given_keys(lora.given_config)  # before anything is fetched
         archive = await _shared(self._fetching, lora.source, lambda: self._fetch(lora.url, client))
         adapter = self._ready.get(lora.source)
         if adapter is None or adapter.digest != archive.digest:
@@ -103,7 +106,8 @@ class AdapterCache:
     async def _load(self, source: str, archive: Archive, client: str) -> Adapter:
         async with self._slots.held(client):
             files, config = await asyncio.to_thread(_unpack_and_check, archive.data)
-        model = await run_compute(apply_adapter, files, client=client)
+        weights = files["adapter_model.safetensors"]
+        model = await run_compute(apply_adapter, config, weights, client=client)
         return Adapter(source, archive.digest, config, model)
 
 
@@ -168,8 +172,121 @@ def parse_adapter_config(raw: bytes, param: str = _PARAM) -> dict[str, Any]:
     return config
 
 
+def _plain_names(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) <= MAX_PATTERN_ENTRIES
+        and all(isinstance(name, str) and PLAIN_NAME.fullmatch(name) for name in value)
+    )
+
+
+def _pattern(check_value: Check) -> Check:
+    """A rank_pattern or alpha_pattern: plain module names to checked values."""
+    return lambda value: (
+        isinstance(value, dict)
+        and _plain_names(list(value))
+        and all(check_value(v) for v in value.values())
+    )
+
+
+def _is_off(value: Any) -> bool:
+    """An option left at PEFT's default off value (None, false or empty)."""
+    return value is None or value is False or value == [] or value == {}
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 256
+
+
+def _is_rank(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_LORA_RANK
+
+
+def _is_layer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_LAYER_INDEX
+
+
+RANK_RULE = f"ranks must be integers from 1 to {MAX_LORA_RANK}"
+PLAIN_RULE = f"a list of at most {MAX_PATTERN_ENTRIES} plain module names (no patterns)"
+# Every key PEFT writes into a LoRA's adapter_config.json: how its value is checked, and
+# what the refusal says is accepted. A key not listed here is refused.
+KNOWN_KEYS: dict[str, tuple[Check, str]] = {
+    "peft_type": (lambda v: v == "LORA", "'LORA'"),
+    "task_type": (lambda v: v in ("CAUSAL_LM", None), "'CAUSAL_LM'"),
+    "base_model_name_or_path": (lambda v: v is None or _is_text(v), "a model id"),
+    "revision": (lambda v: v is None or _is_text(v), "null or a revision"),
+    "peft_version": (lambda v: v is None or _is_text(v), "null or a version"),
+    "auto_mapping": (_is_off, "null"),
+    "inference_mode": (lambda v: isinstance(v, bool), "true or false"),
+    "r": (_is_rank, RANK_RULE),
+    "lora_alpha": (is_finite_number, "a finite number"),
+    "lora_dropout": (lambda v: is_finite_number(v) and 0 <= v < 1, "a number from 0 to below 1"),
+    "target_modules": (
+        lambda v: isinstance(v, list) and bool(v) and set(v) <= TARGET_MODULES,
+        f"a non-empty list of {sorted(TARGET_MODULES)}",
+    ),
+    "exclude_modules": (lambda v: v is None or _plain_names(v), f"null or {PLAIN_RULE}"),
+    "rank_pattern": (_pattern(_is_rank), "plain module names (no patterns) mapped to ranks"),
+    "alpha_pattern": (
+        _pattern(is_finite_number),
+        "plain module names (no patterns) mapped to finite numbers",
+    ),
+    "layers_to_transform": (
+        lambda v: v is None or _is_layer(v) or (isinstance(v, list) and all(map(_is_layer, v))),
+        f"null, or layer indices from 0 to {MAX_LAYER_INDEX}",
+    ),
+    "layers_pattern": (
+        lambda v: v is None or _plain_names(v if isinstance(v, list) else [v]),
+        f"null, a plain module name or {PLAIN_RULE}",
+    ),
+    # Only initialisations that cost one cheap pass over the weights (which loading then
+    # overwrites). PiSSA, OLoRA, LoftQ, CorDA, EVA and the rest run SVDs or data passes:
+    # one `"pissa_niter_100000000"` blocked the compute thread for good.
+    "init_lora_weights": (
+        lambda v: v is True or v is False or v == "gaussian",
+        "true, false or 'gaussian'",
+    ),
+    "fan_in_fan_out": (lambda v: isinstance(v, bool), "true or false"),
+    "use_rslora": (lambda v: isinstance(v, bool), "true or false"),
+    "bias": (lambda v: v == "none", "'none'"),
+    "megatron_core": (lambda v: v in (None, "megatron.core"), "'megatron.core'"),
+    "qalora_group_size": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024,
+        "an integer from 1 to 1024",
+    ),
+    # Options Tinker never writes, off: most add modules or copy layers before any check
+    # (a layer_replication can ask for a thousand layers), or run long initialisations.
+    **{
+        key: (_is_off, "null or false (Sail does not serve it)")
+        for key in (
+            "modules_to_save",
+            "layer_replication",
+            "trainable_token_indices",
+            "target_parameters",
+            "use_dora",
+            "lora_bias",
+            "use_qalora",
+            "use_bdlora",
+            "ensure_weight_tying",
+            "megatron_config",
+            "loftq_config",
+            "eva_config",
+            "corda_config",
+            "lora_ga_config",
+            "velora_config",
+            "monteclora_config",
+            "arrow_config",
+            "kasa_config",
+            "alora_invocation_tokens",
+        )
+    },
+}
+REQUIRED_KEYS = ("peft_type", "r", "lora_alpha", "target_modules")
+
+
 def check_lora_config(config: Any, param: str = _PARAM) -> None:
-    """Refuse an adapter config this model cannot take, before PEFT allocates anything."""
+    """Refuse an adapter config unless every key is one PEFT writes for a LoRA and every
+    value is one the stack accepts for it (`KNOWN_KEYS`), before PEFT sees any of it."""
 
     def refuse(problem: str, code: str = INVALID_CONFIG) -> ApiError:
         return ApiError(f"the adapter's adapter_config.json {problem}", param=param, code=code)
@@ -178,27 +295,40 @@ def check_lora_config(config: Any, param: str = _PARAM) -> None:
         raise refuse("is not a JSON object")
     if config.get("peft_type") != "LORA" or config.get("task_type", "CAUSAL_LM") != "CAUSAL_LM":
         raise refuse("must be a LORA adapter for CAUSAL_LM")
-    patterns = {key: config.get(key) or {} for key in ("rank_pattern", "alpha_pattern")}
-    if not all(isinstance(pattern, dict) for pattern in patterns.values()):
-        raise refuse("has a rank_pattern or alpha_pattern that is not an object")
-    ranks = [config.get("r"), *patterns["rank_pattern"].values()]
-    if not all(_is_rank(r) for r in ranks):
+    unknown = sorted(set(config) - set(KNOWN_KEYS))
+    if unknown:
         raise refuse(
-            f"has rank {ranks}; ranks must be integers from 1 to {MAX_LORA_RANK}", INVALID_RANK
+            f"has keys the local stack does not know, {str(unknown)[:200]}: it accepts only "
+            "the keys PEFT writes for a LoRA adapter"
         )
-    alphas = [config.get("lora_alpha"), *patterns["alpha_pattern"].values()]
-    if not all(is_finite_number(alpha) for alpha in alphas):
-        raise refuse(f"has lora_alpha {alphas}; it must be a finite number")
-    targets = config.get("target_modules")
-    if not isinstance(targets, list) or not targets or not set(targets) <= TARGET_MODULES:
-        raise refuse(f"targets {targets!r}; it may target {sorted(TARGET_MODULES)}")
-    refused = [option for option in REFUSED_OPTIONS if config.get(option)]
-    if refused:
-        raise refuse(f"sets {refused}, which Sail does not serve")
+    missing = [key for key in REQUIRED_KEYS if key not in config]
+    if missing:
+        raise refuse(f"lacks {missing}")
+    patterns = config.get("rank_pattern") or {}
+    ranks = [config["r"], *(patterns.values() if isinstance(patterns, dict) else [])]
+    if not all(map(_is_rank, ranks)):
+        raise refuse(f"has rank {ranks}; {RANK_RULE}", INVALID_RANK)
+    for key, value in config.items():
+        accepted, rule = KNOWN_KEYS[key]
+        if not accepted(value):
+            raise refuse(f"has {key} {_shown(value)}; {key} must be {rule}")
 
 
-def _is_rank(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_LORA_RANK
+def _shown(value: Any) -> str:
+    text = json.dumps(value)  # the config came from JSON
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def check_given_keys(given: dict[str, Any]) -> None:
+    """A request's `tinker_adapter_config` is only compared with the adapter's own config
+    (`check_given_config`), but it too may hold only keys PEFT writes for a LoRA."""
+    unknown = sorted(set(given) - set(KNOWN_KEYS))
+    if unknown:
+        raise ApiError(
+            f"tinker_adapter_config has keys the local stack does not know, "
+            f"{str(unknown)[:200]}: it accepts only the keys PEFT writes for a LoRA adapter",
+            param="metadata.tinker_adapter_config",
+        )
 
 
 def check_given_config(given: dict[str, Any], adapter_config: dict[str, Any]) -> None:
@@ -230,14 +360,16 @@ def _normalized(value: Any) -> Any:
     return value
 
 
-def apply_adapter(files: dict[str, bytes], param: str = _PARAM) -> torch.nn.Module:
+def apply_adapter(config: dict[str, Any], weights: bytes, param: str = _PARAM) -> torch.nn.Module:
     """A fresh base model with the adapter loaded by PEFT itself, left un-merged (exact).
 
-    Blocking torch work: call it on the compute thread."""
+    `config` must have passed `check_lora_config`; PEFT reads it re-written from the
+    checked values, so nothing the check did not see reaches PEFT. Blocking torch work:
+    call it on the compute thread."""
     base, _ = load_base_model()
     with tempfile.TemporaryDirectory() as tmp:
-        for name, content in files.items():
-            Path(tmp, name).write_bytes(content)
+        Path(tmp, "adapter_config.json").write_text(json.dumps(config))
+        Path(tmp, "adapter_model.safetensors").write_bytes(weights)
         try:
             model = peft.PeftModel.from_pretrained(base, tmp, is_trainable=False)
         except Exception as exc:  # PEFT raises many types for an adapter that does not fit

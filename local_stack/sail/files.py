@@ -3,8 +3,13 @@ page has them uploaded: `adapter_config.json` and `adapter_model.safetensors`, p
 
 The bytes stay in memory, within fixed bounds: one file may be as large as the biggest
 adapter archive the stack fetches (`adapter_archive.MAX_ARCHIVE_BYTES`), and all files
-together at most MAX_STORED_BYTES. An upload over a bound is refused while it streams,
-before its bytes are kept; nothing already stored is evicted to make room.
+together at most MAX_STORED_BYTES, of which one client may hold a quarter (so one kernel
+filling its share leaves room for the others). An upload over a bound is refused while it
+streams, before its bytes are kept; nothing already stored is evicted to make room.
+
+A file belongs to the client that uploaded it (its key, `local_stack.config`): only that
+client lists, reads, deletes or builds a LoRA from it. To any other client it does not
+exist (404, the same answer as for an id never issued).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ PURPOSES = ("lora",)  # the only purpose the local stack stores
 MAX_FILE_BYTES = MAX_ARCHIVE_BYTES
 MAX_STORED_BYTES = 64 * 1024**2
 MAX_STORED_FILES = 256
+CLIENT_SHARE = 4  # one client may hold 1/CLIENT_SHARE of the files and bytes
 MAX_FILENAME_CHARS = 255
 MAX_FIELD_BYTES = 1024  # a form field other than the file (`purpose`)
 # Multipart headers and boundaries around the file: generous, still small.
@@ -35,6 +41,7 @@ class StoredFile:
     """One uploaded file."""
 
     id: str
+    owner: str  # the client that uploaded it
     filename: str
     purpose: str
     data: bytes
@@ -54,40 +61,46 @@ class StoredFile:
 
 
 class FileStore:
-    """Uploaded files by id, bounded in count and total bytes."""
+    """Uploaded files by id, bounded in count and total bytes; each client sees its own."""
 
     def __init__(self) -> None:
         self._files: dict[str, StoredFile] = {}
 
-    def add(self, filename: str, purpose: str, data: bytes) -> StoredFile:
-        stored_bytes = sum(len(f.data) for f in self._files.values())
-        if len(self._files) >= MAX_STORED_FILES or stored_bytes + len(data) > MAX_STORED_BYTES:
-            raise ApiError(
-                f"file storage is full ({len(self._files)} files, {stored_bytes} bytes; the "
-                f"local stack keeps at most {MAX_STORED_FILES} files and {MAX_STORED_BYTES} "
-                "bytes): delete files you no longer need (DELETE /v1/files/{id})",
-                status=413,
-                code="storage_full",
-            )
-        stored = StoredFile(f"file-{uuid.uuid4().hex}", filename, purpose, data, time.time())
+    def add(self, owner: str, filename: str, purpose: str, data: bytes) -> StoredFile:
+        owned = [f for f in self._files.values() if f.owner == owner]
+        for files, most_files, most_bytes, whose in (
+            (owned, MAX_STORED_FILES // CLIENT_SHARE, MAX_STORED_BYTES // CLIENT_SHARE, "your"),
+            (list(self._files.values()), MAX_STORED_FILES, MAX_STORED_BYTES, "the stack's"),
+        ):
+            stored_bytes = sum(len(f.data) for f in files)
+            if len(files) >= most_files or stored_bytes + len(data) > most_bytes:
+                raise ApiError(
+                    f"file storage is full ({whose} {len(files)} files, {stored_bytes} bytes, "
+                    f"of at most {most_files} files and {most_bytes} bytes): delete files you "
+                    "no longer need (DELETE /v1/files/{id})",
+                    status=413,
+                    code="storage_full",
+                )
+        stored = StoredFile(f"file-{uuid.uuid4().hex}", owner, filename, purpose, data, time.time())
         self._files[stored.id] = stored
         return stored
 
-    def get(self, file_id: str, param: str = "file_id") -> StoredFile:
+    def get(self, owner: str, file_id: str, param: str = "file_id") -> StoredFile:
         stored = self._files.get(file_id)
-        if stored is None:
+        if stored is None or stored.owner != owner:
             raise ApiError(
                 f"no file with id {file_id[:80]!r}", status=404, param=param, code="file_not_found"
             )
         return stored
 
-    def delete(self, file_id: str) -> dict[str, Any]:
-        stored = self.get(file_id)
+    def delete(self, owner: str, file_id: str) -> dict[str, Any]:
+        stored = self.get(owner, file_id)
         del self._files[stored.id]
         return {"id": stored.id, "object": "file", "deleted": True}
 
-    def listing(self) -> dict[str, Any]:
-        return {"object": "list", "data": [f.body() for f in self._files.values()]}
+    def listing(self, owner: str) -> dict[str, Any]:
+        files = [f.body() for f in self._files.values() if f.owner == owner]
+        return {"object": "list", "data": files}
 
 
 async def read_upload(request: web.Request) -> tuple[str, str, bytes]:

@@ -13,6 +13,11 @@ validation, not the create.
 The documentation this was built from does not show the create body's file fields; the
 local stack names them `config_file_id` and `weights_file_id`.
 
+A LoRA belongs to the client that created it, and names are unique per client, as Sail's
+are per organisation: each client lists, reads, deletes and samples with its own LoRAs
+only, and another client's name or id answers 404 as if it did not exist. A LoRA is built
+only from its own client's files.
+
 Validation reuses the checks of the Tinker-archive path (`adapters.parse_adapter_config`,
 `adapters.apply_adapter`), then runs one forward pass of the adapted model.
 """
@@ -36,6 +41,7 @@ from local_stack.sail.files import FileStore
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]")
 MAX_LORAS = 16  # each holds a PEFT-wrapped copy of the tiny model
+MAX_CLIENT_LORAS = 4  # one client's share, so one kernel cannot take them all
 # The create body's file fields, and the adapter file each must hold.
 FILE_FIELDS = {
     "config_file_id": "adapter_config.json",
@@ -80,6 +86,7 @@ class Lora:
     succeeded, the adapted model requests sample with."""
 
     id: str
+    owner: str  # the client that created it
     spec: LoraSpec
     files: dict[str, bytes]  # adapter file name -> bytes
     created_at: float
@@ -139,25 +146,28 @@ def parse_create_body(body: Any, known_models: tuple[str, ...]) -> LoraSpec:
 
 
 class LoraRegistry:
-    """LoRAs by name (and id), their background validations, and lookups for sampling."""
+    """LoRAs by client and name (and id), their background validations, and lookups for
+    sampling."""
 
     def __init__(self, files: FileStore, known_models: tuple[str, ...]) -> None:
         self.files = files
         self.known_models = known_models  # the model ids a LoRA may be registered for
-        self._loras: dict[str, Lora] = {}  # by name
+        self._loras: dict[tuple[str, str], Lora] = {}  # by (owner, name)
 
-    def create(self, spec: LoraSpec) -> Lora:
-        """Register a LoRA from its uploaded files and start validating it."""
-        if spec.name in self._loras:
+    def create(self, owner: str, spec: LoraSpec) -> Lora:
+        """Register the client's LoRA from its uploaded files and start validating it."""
+        if (owner, spec.name) in self._loras:
             raise ApiError(
                 f"a LoRA named {spec.name!r} already exists; delete it first or pick another name",
                 status=409,
                 param="name",
                 code="duplicate_name",
             )
-        if len(self._loras) >= MAX_LORAS:
+        owned = sum(lora.owner == owner for lora in self._loras.values())
+        if owned >= MAX_CLIENT_LORAS or len(self._loras) >= MAX_LORAS:
             raise ApiError(
-                f"the local stack keeps at most {MAX_LORAS} LoRAs: delete one first",
+                f"the local stack keeps at most {MAX_CLIENT_LORAS} LoRAs per client and "
+                f"{MAX_LORAS} in all (you have {owned}): delete one first",
                 status=413,
                 code="too_many_loras",
             )
@@ -168,7 +178,7 @@ class LoraRegistry:
             )
         files = {}
         for param, file_id in spec.file_ids.items():
-            stored = self.files.get(file_id, param)
+            stored = self.files.get(owner, file_id, param)
             if stored.purpose != "lora":
                 raise ApiError(
                     f"{param} names a file uploaded with purpose {stored.purpose!r}, not 'lora'",
@@ -177,18 +187,20 @@ class LoraRegistry:
             files[FILE_FIELDS[param]] = stored.data
         lora = Lora(
             id=f"lora_{uuid.uuid4().hex}",
+            owner=owner,
             spec=spec,
             files=files,
             created_at=time.time(),
             validations=[Validation(model) for model in spec.supported_models],
         )
-        self._loras[spec.name] = lora
+        self._loras[owner, spec.name] = lora
         lora.task = asyncio.ensure_future(self._validate(lora))
         return lora
 
-    def get(self, name_or_id: str, param: str = "name") -> Lora:
-        lora = self._loras.get(name_or_id) or next(
-            (lora for lora in self._loras.values() if lora.id == name_or_id), None
+    def get(self, owner: str, name_or_id: str, param: str = "name") -> Lora:
+        lora = self._loras.get((owner, name_or_id)) or next(
+            (lora for lora in self._loras.values() if (lora.owner, lora.id) == (owner, name_or_id)),
+            None,
         )
         if lora is None:
             raise ApiError(
@@ -199,19 +211,21 @@ class LoraRegistry:
             )
         return lora
 
-    def delete(self, name_or_id: str) -> dict[str, Any]:
-        lora = self.get(name_or_id)
-        del self._loras[lora.spec.name]
+    def delete(self, owner: str, name_or_id: str) -> dict[str, Any]:
+        lora = self.get(owner, name_or_id)
+        del self._loras[owner, lora.spec.name]
         if lora.task is not None:
             lora.task.cancel()
         return {"id": lora.id, "object": "lora", "name": lora.spec.name, "deleted": True}
 
-    def listing(self) -> dict[str, Any]:
-        return {"object": "list", "data": [lora.body() for lora in self._loras.values()]}
+    def listing(self, owner: str) -> dict[str, Any]:
+        loras = [lora.body() for lora in self._loras.values() if lora.owner == owner]
+        return {"object": "list", "data": loras}
 
-    def adapter_for(self, name_or_id: str, model: str) -> Adapter:
-        """The adapter a request names in `metadata.lora`, if it validated for `model`."""
-        lora = self.get(name_or_id, param="metadata.lora")
+    def adapter_for(self, owner: str, name_or_id: str, model: str) -> Adapter:
+        """The client's adapter a request names in `metadata.lora`, if it validated for
+        `model`."""
+        lora = self.get(owner, name_or_id, param="metadata.lora")
         record = next((v for v in lora.validations if v.model == model), None)
         if record is None or record.status != "succeeded" or lora.adapter is None:
             state = "not requested" if record is None else record.status
@@ -251,8 +265,11 @@ class LoraRegistry:
                 f"registered for {model!r}",
                 code=BASE_MODEL_MISMATCH,
             )
-        adapted = await run_compute(apply_adapter, lora.files, "weights_file_id")
-        if not await run_compute(_answers_finitely, adapted):
+        weights = lora.files["adapter_model.safetensors"]
+        adapted = await run_compute(
+            apply_adapter, config, weights, "weights_file_id", client=lora.owner
+        )
+        if not await run_compute(_answers_finitely, adapted, client=lora.owner):
             raise ApiError(
                 "the adapted model's validation request gave non-finite logits",
                 code=VALIDATION_REQUEST_FAILED,

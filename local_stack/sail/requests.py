@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from local_stack.engine.checkpoints import CheckpointRef
 from local_stack.engine.model import BASE_MODEL_NAME, MAX_CONTEXT_TOKENS
 from local_stack.engine.sampler import SamplingParams
 from local_stack.engine.vocab import CompactVocab
@@ -43,7 +44,8 @@ class LoraSource:
 
 @dataclass(frozen=True)
 class NamedLora:
-    """A LoRA uploaded to Sail (`POST /v1/loras`), named by its name or id."""
+    """A LoRA uploaded to Sail (`POST /v1/loras`), named by its name or id; it is looked up
+    among the LoRAs of the client that sent the request."""
 
     name_or_id: str
 
@@ -52,6 +54,7 @@ class NamedLora:
 class SamplingRequest:
     """A create body, checked: real prompt ids, sampling parameters (compact stop ids)."""
 
+    client: str  # who sent it: the only client that may retrieve its response
     model: str
     prompt: list[int]
     params: SamplingParams
@@ -61,8 +64,15 @@ class SamplingRequest:
     background: bool
 
 
-def parse_sampling_request(body: Any, vocab: CompactVocab) -> SamplingRequest:
-    """Validate a create body the way the real service would."""
+def parse_sampling_request(
+    body: Any, vocab: CompactVocab, *, client: str, archive_prefix: str | None
+) -> SamplingRequest:
+    """Validate a create body the way the real service would.
+
+    `client` sent it (its LoRA names are its own, and so is the response); `archive_prefix`
+    is where this stack's Tinker serves adapter archives, the only URLs `metadata.lora` may
+    name (None: the stack serves none).
+    """
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     model = body.get("model")
@@ -106,7 +116,14 @@ def parse_sampling_request(body: Any, vocab: CompactVocab) -> SamplingRequest:
     if not isinstance(background, bool):
         raise ApiError("background must be true or false", param="background")
     return SamplingRequest(
-        model, prompt, params, metadata, _lora(metadata), LOGPROBS_INCLUDE in include, background
+        client,
+        model,
+        prompt,
+        params,
+        metadata,
+        _lora(metadata, archive_prefix),
+        LOGPROBS_INCLUDE in include,
+        background,
     )
 
 
@@ -166,7 +183,7 @@ def _metadata(value: Any) -> dict[str, str]:
     return metadata
 
 
-def _lora(metadata: dict[str, str]) -> LoraSource | NamedLora | None:
+def _lora(metadata: dict[str, str], archive_prefix: str | None) -> LoraSource | NamedLora | None:
     """The adapter `metadata.lora` names: a Tinker archive URL (with its adapter config) or,
     when it is no URL, the name or id of an uploaded LoRA (`local_stack.sail.loras`)."""
     url = metadata.get("lora")
@@ -174,9 +191,8 @@ def _lora(metadata: dict[str, str]) -> LoraSource | NamedLora | None:
         return None
     if "://" not in url:
         return NamedLora(url)
+    check_archive_url(url, archive_prefix)
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ApiError(f"metadata.lora must be an http(s) URL, got {url!r}", param="metadata.lora")
     given = metadata.get("tinker_adapter_config")
     if given is not None:
         try:
@@ -192,6 +208,35 @@ def _lora(metadata: dict[str, str]) -> LoraSource | NamedLora | None:
             )
     source = f"{parts.scheme}://{parts.netloc}{parts.path}"
     return LoraSource(url, source, given, metadata.get("tinker_lora_name"))
+
+
+def check_archive_url(url: str, archive_prefix: str | None) -> None:
+    """Only an archive URL of this stack's own Tinker (`<archive_prefix><model_id>/<kind>/
+    <name>.tar`, with any query): the stack stands in for a cloud whose signed URLs point at
+    Tinker's storage, and must not be made to fetch any other address or route on the
+    machine. Checked before anything is fetched."""
+    parts = urlsplit(url)
+    base = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    path = base.removeprefix(archive_prefix or "")
+    if archive_prefix is None or path == base or parts.fragment or not _names_checkpoint(path):
+        raise ApiError(
+            f"metadata.lora must be an adapter archive URL of this stack's Tinker "
+            f"({archive_prefix or 'none is served'}<model_id>/<kind>/<name>.tar), "
+            f"got {url[:200]!r}",
+            param="metadata.lora",
+        )
+
+
+def _names_checkpoint(path: str) -> bool:
+    """Whether `path` is `<model_id>/<kind>/<name>.tar` with names a checkpoint can have."""
+    pieces = path.split("/")
+    if len(pieces) != 3 or not pieces[2].endswith(".tar"):
+        return False
+    try:
+        CheckpointRef(pieces[0], pieces[1], pieces[2].removesuffix(".tar"))
+    except ValueError:
+        return False
+    return True
 
 
 def _is_int(value: Any) -> bool:

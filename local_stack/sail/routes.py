@@ -8,6 +8,8 @@ A sub-app mounted at `/v1`. Its middleware (`local_stack.http`) checks the Beare
 turns every `ApiError` into Sail's error body; the handlers only read the body, hand it to
 the parsing layer and the service, and write the answer. Two injected faults are HTTP
 faults, so they are applied here: `http500` and `malformed` (a truncated JSON body).
+Responses, files and LoRAs belong to the client whose key created them (`files`, `loras`);
+to any other client they answer 404.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from local_stack.sail.files import read_upload
 from local_stack.sail.loras import parse_create_body
 from local_stack.sail.requests import parse_sampling_request
 from local_stack.sail.service import SailService
+from local_stack.tinker.routes import ARCHIVE_ROUTE
+from local_stack.tinker.routes import PUBLIC_URL as TINKER_PUBLIC_URL
 
 # A create body is a prompt of at most a few hundred ids and some metadata.
 MAX_BODY_BYTES = 1024**2
@@ -81,16 +85,25 @@ async def _stop_service(app: web.Application) -> None:
 async def create_response(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     body = await read_json(request, max_bytes=MAX_BODY_BYTES)
-    stored = await service.create(parse_sampling_request(body, service.vocab), request[CLIENT])
+    parsed = parse_sampling_request(
+        body, service.vocab, client=request[CLIENT], archive_prefix=_archive_prefix(request)
+    )
+    stored = await service.create(parsed, request[CLIENT])
     if stored.request.background:
         return web.json_response(service.queued_body(stored))
     return web.json_response(await service.wait_until_done(stored))
 
 
+def _archive_prefix(request: web.Request) -> str | None:
+    """Where this stack's Tinker serves adapter archives (None if it is not mounted)."""
+    public_url = request.config_dict.get(TINKER_PUBLIC_URL)
+    return None if public_url is None else f"{public_url}{ARCHIVE_ROUTE}/"
+
+
 async def retrieve_response(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     stored = service.find(request.match_info["id"])
-    if stored is None:
+    if stored is None or stored.request.client != request[CLIENT]:  # another's is not found
         raise ApiError("no response with that id", status=404)
     body = await service.wait(stored)
     if body["status"] != "in_progress" and stored.fault == "http500":
@@ -102,21 +115,25 @@ async def retrieve_response(request: web.Request) -> web.Response:
 
 async def upload_file(request: web.Request) -> web.Response:
     filename, purpose, data = await read_upload(request)
-    return web.json_response(request.app[SERVICE].files.add(filename, purpose, data).body())
+    stored = request.app[SERVICE].files.add(request[CLIENT], filename, purpose, data)
+    return web.json_response(stored.body())
 
 
 async def create_lora(request: web.Request) -> web.Response:
     loras = request.app[SERVICE].loras
     body = await read_json(request, max_bytes=MAX_LORA_BODY_BYTES, json_type_only=True)
-    return web.json_response(loras.create(parse_create_body(body, loras.known_models)).body())
+    spec = parse_create_body(body, loras.known_models)
+    return web.json_response(loras.create(request[CLIENT], spec).body())
 
 
 class Store(Protocol):
-    """What files and named LoRAs both offer: list them, get one by id (or name), delete one."""
+    """What files and named LoRAs both offer, each client its own: list them, get one by id
+    (or name), delete one."""
 
-    def listing(self) -> dict[str, Any]: ...
-    def get(self, ref: str) -> Any: ...  # an item with `.body()`; 404 `ApiError` if unknown
-    def delete(self, ref: str) -> dict[str, Any]: ...
+    def listing(self, owner: str) -> dict[str, Any]: ...
+    # An item with `.body()`; 404 `ApiError` if the owner has none by that id.
+    def get(self, owner: str, ref: str) -> Any: ...
+    def delete(self, owner: str, ref: str) -> dict[str, Any]: ...
 
 
 def _add_store_routes(
@@ -128,13 +145,14 @@ def _add_store_routes(
         return store_of(request.app[SERVICE])
 
     async def listing(request: web.Request) -> web.Response:
-        return web.json_response(store(request).listing())
+        return web.json_response(store(request).listing(request[CLIENT]))
 
     async def retrieve(request: web.Request) -> web.Response:
-        return web.json_response(store(request).get(request.match_info["ref"]).body())
+        item = store(request).get(request[CLIENT], request.match_info["ref"])
+        return web.json_response(item.body())
 
     async def delete(request: web.Request) -> web.Response:
-        return web.json_response(store(request).delete(request.match_info["ref"]))
+        return web.json_response(store(request).delete(request[CLIENT], request.match_info["ref"]))
 
     app.router.add_get(path, listing)
     app.router.add_get(f"{path}/{{ref}}", retrieve)

@@ -138,7 +138,7 @@ class SailService:
     async def _adapter(self, request: SamplingRequest, client: str) -> Adapter:
         """An uploaded LoRA by name or id, or a Tinker archive by URL."""
         if isinstance(request.lora, NamedLora):
-            return self.loras.adapter_for(request.lora.name_or_id, request.model)
+            return self.loras.adapter_for(request.client, request.lora.name_or_id, request.model)
         return await self.adapters.get(request.lora, client)
 
     async def wait(self, stored: StoredResponse) -> dict[str, Any]:

@@ -44,6 +44,7 @@ Job = Callable[[], object] | Sliced
 class Future:
     """A request's eventual result: what its job returned, or `{error, category}`."""
 
+    owner: str  # the client whose request it answers; no other client can retrieve it
     done: asyncio.Event = field(default_factory=asyncio.Event)
     payload: object = None
     finished_at: float = 0.0
@@ -82,9 +83,9 @@ class FutureTable:
     def __init__(self) -> None:
         self._futures: dict[str, Future] = {}
 
-    def new(self) -> tuple[str, Future]:
+    def new(self, owner: str) -> tuple[str, Future]:
         request_id = uuid.uuid4().hex
-        self._futures[request_id] = future = Future()
+        self._futures[request_id] = future = Future(owner)
         return request_id, future
 
     def get(self, request_id: str) -> Future | None:

@@ -15,6 +15,8 @@ The wire contract, as the SDK's source defines it:
   cannot fix. A failure while computing becomes a failed future: RequestFailedError.
 - The adapter archive Sail downloads (`/tinker/archives/...`) stands in for a signed URL:
   it needs no key, and a link to a deleted or expired checkpoint answers 404.
+- Each request acts as the client its key names (`request[CLIENT]`): what another client
+  created answers 404 (`service` says what is shared).
 """
 
 from __future__ import annotations
@@ -144,16 +146,17 @@ async def server_capabilities(request: web.Request) -> web.Response:
 
 async def create_session(request: web.Request) -> web.Response:
     requests.parse(types.CreateSessionRequest, await _body(request))
-    return _json({"type": "create_session", "session_id": _service(request).create_session()})
+    session_id = _service(request).create_session(request[CLIENT])
+    return _json({"type": "create_session", "session_id": session_id})
 
 
 async def session_heartbeat(request: web.Request) -> web.Response:
-    _service(request).heartbeat(requests.session_id(await _body(request)))
+    _service(request).heartbeat(requests.session_id(await _body(request)), request[CLIENT])
     return _json({"type": "session_heartbeat"})
 
 
 async def finish_session(request: web.Request) -> web.Response:
-    _service(request).finish_session(request.match_info["session_id"])
+    _service(request).finish_session(request.match_info["session_id"], request[CLIENT])
     return _json({})
 
 
@@ -167,7 +170,7 @@ async def create_model(request: web.Request) -> web.Response:
 
 
 async def get_info(request: web.Request) -> web.Response:
-    model = _service(request).model(requests.model_id(await _body(request)))
+    model = _service(request).model(requests.model_id(await _body(request)), request[CLIENT])
     model_name = model.info.base_model
     return _json(
         {
@@ -221,7 +224,7 @@ load_weights = _queued(requests.queued_json, requests.load_weights, TinkerServic
 
 async def retrieve_future(request: web.Request) -> web.Response:
     request_id = requests.request_id(await _body(request))
-    result = await _service(request).result(request_id, LONG_POLL_SECONDS)
+    result = await _service(request).result(request_id, LONG_POLL_SECONDS, request[CLIENT])
     if result is None:
         return _json({"type": "try_again", "request_id": request_id, "queue_state": "active"})
     if isinstance(result, ForwardBackwardResult):
@@ -249,12 +252,13 @@ async def weights_info(request: web.Request) -> web.Response:
 
 async def set_ttl(request: web.Request) -> web.Response:
     ttl_seconds = requests.ttl_seconds(await _body(request))
-    _service(request).set_ttl(requests.checkpoint_ref(request.match_info), ttl_seconds)
+    ref = requests.checkpoint_ref(request.match_info)
+    _service(request).set_ttl(ref, ttl_seconds, request[CLIENT])
     return _json({})
 
 
 async def delete_checkpoint(request: web.Request) -> web.Response:
-    _service(request).delete(requests.checkpoint_ref(request.match_info))
+    _service(request).delete(requests.checkpoint_ref(request.match_info), request[CLIENT])
     return _json({})
 
 

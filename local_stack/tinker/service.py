@@ -5,6 +5,23 @@ raise `UnknownId`, `SessionFinished`, `CheckpointNotFound` or ValueError, which 
 answer as 404, 410, 404 and 400. Work on a model is queued in its `seq_id` order and runs on
 the compute thread; its result waits in a future (`local_stack.tinker.futures`). The control
 plane's `train_latency` knob makes each training step take at least that long.
+
+Ownership. Every session, training run and future belongs to the client whose key created
+it (`local_stack.config`); to any other client it does not exist (404, the same answer as
+for an id never issued, so ids do not leak). A checkpoint belongs to the client whose run
+saved it, and only that client may delete it or change its TTL: tinker's RestClient
+documents a 404 for a TTL change by a user who does not own the run.
+
+What is shared on purpose, and why. In the cloud every kernel of one user holds the same
+key; here each kernel is a client of its own, yet the course reads checkpoints across
+kernels: notebook 04, restarted after a crash, resumes from the state its dead kernel saved,
+and notebook 08 ships the adapter notebook 04's kernel trained. So READING a checkpoint,
+given its `tinker://` path, is open to every client: loading it into a new run of its own,
+its `weights_info`, its archive URL (and so sampling from it on Sail). A run resumed from a
+state checkpoint (weights and optimizer) continues the dead kernel's run, so its client may
+also delete or re-TTL that one checkpoint, as notebook 04 does once its next state is
+saved. Nothing else of another client's can be changed: no client can step, save into,
+load into or read the info of another's run.
 """
 
 from __future__ import annotations
@@ -23,6 +40,7 @@ from tinker.types import AdamParams
 from local_stack.control.knobs import ClientKnobs
 from local_stack.engine.checkpoints import (
     CheckpointExists,
+    CheckpointNotFound,
     CheckpointRef,
     CheckpointStore,
     RunInfo,
@@ -58,10 +76,17 @@ class SessionFinished(Exception):
 
 
 @dataclass
+class Session:
+    owner: str  # the client that created it
+    finished: bool = False
+
+
+@dataclass
 class TrainingModel:
     """A live training run: its trainer, its request queue, and when its current step began."""
 
     model_id: str
+    owner: str  # the client that created it
     info: RunInfo
     trainer: LoraTrainer
     sequencer: RequestSequencer = field(default_factory=RequestSequencer)
@@ -69,6 +94,8 @@ class TrainingModel:
     # that timed out with the same seq_id, and that retry must get the same future.
     answered: OrderedDict[int, tuple[str, str]] = field(default_factory=OrderedDict)
     step_started_at: float | None = None  # when the queue reached the step's first request
+    # The state checkpoint this run resumed from (weights and optimizer), once loaded.
+    resumed_from: CheckpointRef | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +114,7 @@ class TinkerService:
     def __init__(self, store: CheckpointStore, knobs: ClientKnobs) -> None:
         self.store = store
         self.knobs = knobs
-        self.sessions: dict[str, bool] = {}  # session id -> finished
+        self.sessions: dict[str, Session] = {}
         self.models: dict[str, TrainingModel] = {}
         self._building: set[str] = set()
         self.futures = FutureTable()
@@ -122,24 +149,24 @@ class TinkerService:
 
     # -- sessions --------------------------------------------------------------------------
 
-    def create_session(self) -> str:
+    def create_session(self, client: str) -> str:
         session_id = f"local-{secrets.token_hex(8)}"
-        self.sessions[session_id] = False
+        self.sessions[session_id] = Session(client)
         return session_id
 
-    def heartbeat(self, session_id: str) -> None:
-        if self._session(session_id):
+    def heartbeat(self, session_id: str, client: str) -> None:
+        if self._session(session_id, client).finished:
             raise SessionFinished(f"session {session_id!r:.80} has finished")
 
-    def finish_session(self, session_id: str) -> None:
-        self._session(session_id)
-        self.sessions[session_id] = True
+    def finish_session(self, session_id: str, client: str) -> None:
+        self._session(session_id, client).finished = True
 
-    def _session(self, session_id: str) -> bool:
-        """Whether the session has finished; UnknownId if there is no such session."""
-        if session_id not in self.sessions:
+    def _session(self, session_id: str, client: str) -> Session:
+        """The client's session; UnknownId if it has none by that id."""
+        session = self.sessions.get(session_id)
+        if session is None or session.owner != client:
             raise UnknownId(f"unknown session {session_id!r:.80}")
-        return self.sessions[session_id]
+        return session
 
     @staticmethod
     def capabilities() -> list[dict]:
@@ -150,20 +177,21 @@ class TinkerService:
     # -- training models -------------------------------------------------------------------
 
     def create_model(self, req: NewModel, client: str) -> tuple[str, str]:
-        """Start building a model; returns its future's request id and the model id."""
-        self._session(req.session_id)
+        """Start building a model in the client's session; its future's request id and the
+        model id."""
+        self._session(req.session_id, client)
         model_id = f"{req.session_id}:train:{req.model_seq_id}"
         # Reserved until built, so two concurrent creates cannot both claim one model id.
         if model_id in self.models or model_id in self._building:
             raise ValueError(f"model_seq_id {req.model_seq_id} was already used in this session")
         self._building.add(model_id)
         seed = req.seed if req.seed is not None else secrets.randbits(31)
-        request_id, future = self.futures.new()
+        request_id, future = self.futures.new(client)
 
         def build() -> dict:
             trainer = _new_trainer(req.info, seed)
-            self.store.save_run_info(model_id, req.info)
-            self.models[model_id] = TrainingModel(model_id, req.info, trainer)
+            self.store.save_run_info(model_id, req.info, client)
+            self.models[model_id] = TrainingModel(model_id, client, req.info, trainer)
             return {"type": "create_model", "model_id": model_id}
 
         async def create() -> None:
@@ -175,10 +203,12 @@ class TinkerService:
         self._spawn(create())
         return request_id, model_id
 
-    def model(self, model_id: str | None) -> TrainingModel:
-        if model_id not in self.models:
+    def model(self, model_id: str | None, client: str) -> TrainingModel:
+        """The client's own model; another client's is as unknown as one never created."""
+        model = self.models.get(model_id)
+        if model is None or model.owner != client:
             raise UnknownId(f"unknown model_id {model_id!r:.80}: create a training client first")
-        return self.models[model_id]
+        return model
 
     def submit(
         self,
@@ -196,7 +226,7 @@ class TinkerService:
         turns on the compute thread, and a step takes at least the `train_latency` that
         `client`, who sends its optim_step, has set.
         """
-        model = self.model(model_id)
+        model = self.model(model_id, client)
         if seq_id in model.answered and model.answered[seq_id][0] == digest:
             return model.answered[seq_id][1]
         seq_id = model.sequencer.claim(seq_id)
@@ -207,7 +237,7 @@ class TinkerService:
         except Exception:
             model.sequencer.submit(seq_id, None)
             raise
-        request_id, future = self.futures.new()
+        request_id, future = self.futures.new(client)
         model.sequencer.submit(seq_id, functools.partial(self._run, model, future, job, client))
         model.answered[seq_id] = (digest, request_id)
         while len(model.answered) > RETRY_MEMORY:
@@ -230,10 +260,11 @@ class TinkerService:
         started, model.step_started_at = model.step_started_at, None
         await future.complete_with(job.job, client, not_before=started + job.train_latency)
 
-    async def result(self, request_id: str, wait_seconds: float) -> Result | None:
-        """The request's result, waiting up to `wait_seconds` for it (None: not yet)."""
+    async def result(self, request_id: str, wait_seconds: float, client: str) -> Result | None:
+        """The result of the client's request, waiting up to `wait_seconds` for it (None:
+        not yet)."""
         future = self.futures.get(request_id)
-        if future is None:
+        if future is None or future.owner != client:
             raise UnknownId(f"unknown request_id {request_id!r:.80}")
         try:
             await asyncio.wait_for(future.done.wait(), wait_seconds)
@@ -276,6 +307,7 @@ class TinkerService:
         return save
 
     def load(self, model: TrainingModel, req: Load) -> Callable[[], Result]:
+        """Load any client's checkpoint into this (the client's own) run: reading is shared."""
         self.store.find(req.ref)
         saved = self.store.run_info(req.ref.model_id)
         if saved.lora_rank != model.info.lora_rank:
@@ -286,6 +318,8 @@ class TinkerService:
 
         def load() -> dict:
             model.trainer.load(self.store.find(req.ref), with_optimizer=req.with_optimizer)
+            if req.with_optimizer:  # the run continues the one that saved this state
+                model.resumed_from = req.ref
             return {"type": "load_weights", "path": req.ref.tinker_path, "model_id": model.model_id}
 
         return load
@@ -297,11 +331,23 @@ class TinkerService:
         self.store.find(ref)
         return self.store.run_info(ref.model_id)
 
-    def set_ttl(self, ref: CheckpointRef, ttl_seconds: int | None) -> None:
+    def set_ttl(self, ref: CheckpointRef, ttl_seconds: int | None, client: str) -> None:
+        self._check_may_change(ref, client)
         self.store.set_ttl(ref, ttl_seconds)
 
-    def delete(self, ref: CheckpointRef) -> None:
+    def delete(self, ref: CheckpointRef, client: str) -> None:
+        self._check_may_change(ref, client)
         self.store.delete(ref)
+
+    def _check_may_change(self, ref: CheckpointRef, client: str) -> None:
+        """Only the checkpoint's owner, or a client whose live run resumed from it, may
+        delete it or set its TTL; to anyone else it is not found, in the same words."""
+        self.store.find(ref)
+        if self.store.owner(ref.model_id) == client:
+            return
+        if any(m.owner == client and m.resumed_from == ref for m in self.models.values()):
+            return
+        raise CheckpointNotFound(f"checkpoint {ref.tinker_path} not found")
 
     def archive_expiry(self, ref: CheckpointRef) -> float:
         """When an archive URL handed out now stops working (Unix seconds)."""
