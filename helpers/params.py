@@ -156,8 +156,11 @@ class Matches:
 
     pattern: str
     allowed: str
+    none_ok: bool = False
 
     def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
+        if self.none_ok and value is None:
+            return
         if not isinstance(value, str) or not re.fullmatch(self.pattern, value):
             _refuse(name, self.allowed, value)
 
@@ -252,7 +255,13 @@ RULES: dict[str, Rule] = {
     "lora_name": Matches(
         r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]",
         "2-64 characters of a-z, 0-9 and '-', starting and ending with a letter or digit "
-        "(Sail's rule for LoRA names)",
+        "(Sail's rule for LoRA names), or None for one made from lora_prefix",
+        none_ok=True,
+    ),
+    # The made-up name adds '-<user, up to 20>-<8 hex>': 20 characters leave room in 64.
+    "lora_prefix": Matches(
+        r"[a-z0-9][a-z0-9-]{0,19}",
+        "1-20 characters of a-z, 0-9 and '-', starting with a letter or digit",
     ),
     # Notebook 08's tables stay readable: at most the cloud's held-out problems, anywhere.
     "parity_problems": Whole(1, 64),

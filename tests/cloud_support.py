@@ -20,6 +20,27 @@ from kimi import register_offline_kimi_tokenizer
 _rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
 backend.load_dataset = lambda name, split: datasets.concatenate_datasets([_rows, _rows])
 register_offline_kimi_tokenizer()
+
+
+def _tiny_model_file(repo_id, filename, **_):
+    # The adapter a cloud-path run converts is the local model's: the stand-in for the
+    # base model (`helpers.adapter_export.cloud_base_model_dir`) gets its two small files.
+    import json, tempfile
+    from pathlib import Path
+
+    import helpers.backend  # (the notebook's `backend` parameter shadows the module name)
+
+    directory = Path(tempfile.mkdtemp())
+    model = helpers.backend.tiny_base_model()[0]
+    model.save_pretrained(directory)
+    names = {name: "model.safetensors" for name in model.state_dict()}
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": names}))
+    return str(directory / filename)
+
+
+import huggingface_hub
+
+huggingface_hub.hf_hub_download = _tiny_model_file
 """
 
 
