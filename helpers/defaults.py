@@ -1,8 +1,10 @@
 """Each backend's defaults for the parameters a notebook leaves as None.
 
-Settings that depend on the model behind the backend: Kimi K2.6 thinks at length and
-needs the guide's small learning rate; the local tiny model answers in ~20 tokens and,
-with ~100k parameters, needs a much larger one. Sizes that drive a cloud bill default to
+Settings that depend on the model behind the backend: Kimi K2.6 thinks at length, and its
+LoRA learning rate is the pinned cookbook's recommendation (`tinker_cookbook/weights/
+README.md`: about 5e-4 for Kimi K2.6 LoRA, which `hyperparam_utils.get_lr` does not yet
+calibrate; the guide's 1e-5 is a full fine-tuning scale, at which 7 steps barely move the
+adapter); the local tiny model answers in ~20 tokens and, with ~100k parameters, takes 1e-3. Sizes that drive a cloud bill default to
 the guide's own scale there (7 steps) and a short evaluation; locally they cost nothing,
 so they are long enough to show learning. Imports nothing heavy: the check cells use it.
 """
@@ -23,7 +25,7 @@ BACKEND_DEFAULTS = {
     },
     "cloud": {
         "max_tokens": 1024,
-        "learning_rate": 1e-5,
+        "learning_rate": 5e-4,
         "steps": 7,
         "eval_problems": 50,
         "eval_samples": 2,

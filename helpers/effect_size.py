@@ -47,3 +47,42 @@ def separation(
     """Tinker's adapter and base logprobs against the sampler's, for the same tokens."""
     noise = min(mean_abs_gap(adapter, sampler), mean_abs_gap(base, sampler))
     return Separation(mean_abs_gap(adapter, base), noise)
+
+
+@dataclass(frozen=True)
+class SignCheck:
+    """Two groups' mean changes and their standard errors: can their signs be told?"""
+
+    mean_positive: float
+    mean_negative: float
+    error_positive: float
+    error_negative: float
+
+    @property
+    def decisive(self) -> bool:
+        """Each mean at least DECISIVE_RATIO standard errors away from zero."""
+        return (
+            abs(self.mean_positive) >= DECISIVE_RATIO * self.error_positive
+            and abs(self.mean_negative) >= DECISIVE_RATIO * self.error_negative
+        )
+
+    def sentence(self) -> str:
+        return (
+            f"the mean changes ({self.mean_positive:+.2e} and {self.mean_negative:+.2e} nats) "
+            f"are within {DECISIVE_RATIO:g} standard errors ({self.error_positive:.1e}, "
+            f"{self.error_negative:.1e}) of zero, so their signs are not measured: shown, "
+            "not asserted"
+        )
+
+
+def sign_check(positive: list[float], negative: list[float]) -> SignCheck:
+    """Mean and standard error of the mean of each group (at least two values each)."""
+
+    def mean_and_error(values: list[float]) -> tuple[float, float]:
+        n = len(values)
+        mean = sum(values) / n
+        variance = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else float("inf")
+        return mean, (variance / n) ** 0.5
+
+    (mp, ep), (mn, en) = mean_and_error(positive), mean_and_error(negative)
+    return SignCheck(mp, mn, ep, en)
