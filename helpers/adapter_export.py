@@ -136,11 +136,15 @@ def check_free_disk(directory: Path, estimate: ArchiveEstimate) -> int:
 
 def local_base_model_dir(directory: Path) -> Path:
     """The tiny local model saved as a Hugging Face model directory (config.json + weights)."""
+    from safetensors.torch import save_file
+
     from helpers.backend import tiny_base_model
 
     if not (directory / "config.json").exists():
         model, _ = tiny_base_model()
-        model.save_pretrained(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        save_file(model.state_dict(), directory / "model.safetensors")
+        model.config.to_json_file(directory / "config.json")  # written last: marks it complete
     return directory
 
 
