@@ -11,7 +11,9 @@ name or id in `metadata.lora`. A wrong base model or a rank over the limit fails
 validation, not the create.
 
 The documentation this was built from does not show the create body's file fields; the
-local stack names them `config_file_id` and `weights_file_id`.
+local stack names them `config_file_id` and `weights_file_id`, guesses listed with every other
+request field in `helpers/sail_http.REQUEST_SHAPES`. Sail's page lists a fifth status,
+`unverified`, whose meaning we could not read; this stack never reports it.
 
 Validation reuses the checks of the Tinker-archive path (`adapters.parse_adapter_config`,
 `adapters.apply_adapter`), then runs one forward pass of the adapted model.
