@@ -4,9 +4,10 @@ Settings that depend on the model behind the backend: Kimi K2.6 thinks at length
 LoRA learning rate is the pinned cookbook's recommendation (`tinker_cookbook/weights/
 README.md`: about 5e-4 for Kimi K2.6 LoRA, which `hyperparam_utils.get_lr` does not yet
 calibrate; the guide's 1e-5 is a full fine-tuning scale, at which 7 steps barely move the
-adapter); the local tiny model answers in ~20 tokens and, with ~100k parameters, takes 1e-3. Sizes that drive a cloud bill default to
-the guide's own scale there (7 steps) and a short evaluation; locally they cost nothing,
-so they are long enough to show learning. Imports nothing heavy: the check cells use it.
+adapter); the local tiny model answers in ~20 tokens and, with ~100k parameters, takes
+1e-3. Sizes that drive a cloud bill default to the guide's own scale there (7 steps) and
+a short evaluation; locally they cost nothing, so they are long enough to show learning.
+Imports nothing heavy: the check cells use it.
 """
 
 from __future__ import annotations

@@ -85,7 +85,6 @@ VALIDATION_STATUSES = (*WAITING, SUCCEEDED, *NOT_USABLE)
 # A LoRA name is unique in a Sail organisation, which a workshop's attendees share: each
 # name carries who made it and a random part, so nobody's create gets 409 or deletes
 # another's LoRA.
-NAME_LIMIT = 64
 _NOT_NAME = re.compile(r"[^a-z0-9-]+")
 
 # Uploads: no total timeout (a 9.5 GB file takes minutes); instead each file gets one sized
@@ -105,9 +104,8 @@ class LoraNotUsable(Exception):
 
 def unique_lora_name(prefix: str) -> str:
     """`<prefix>-<user>-<8 random hex>`: Sail's name rule, unique per user and run."""
-    user = _NOT_NAME.sub("-", getpass.getuser().lower()).strip("-")[:20] or "user"
-    name = f"{prefix}-{user}-{secrets.token_hex(4)}"
-    return name[-NAME_LIMIT:].lstrip("-")
+    user = _NOT_NAME.sub("-", getpass.getuser().lower()).strip("-")[:20].strip("-") or "user"
+    return f"{prefix}-{user}-{secrets.token_hex(4)}"  # at most 20 + 1 + 20 + 1 + 8 characters
 
 
 def sail_url() -> str:

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import peft
-import sail
 import safetensors.torch
+import sail
 import torch
 import urllib3
 from safetensors.torch import load_file
