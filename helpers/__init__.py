@@ -8,6 +8,10 @@
                           what the taught loops draw, store, show, measure and guard against
     errors, sdk_noise     one-sentence errors (a cell stopped by a dead local stack too), and
                           quiet SDK notices the course explains
+    adapter_export, sail_http, effect_size
+                          notebook 08's export (size, disk, conversion), its raw Sail requests
+                          (with the table of documented and guessed fields), and when an
+                          adapter-vs-base comparison can decide anything
 
 Beside it: `shell_tasks` (notebook 07), `sweeps` (`make sweep`, notebook 05), `kimi` (the
 model, named once) and `local_stack`, which only `helpers.backend` imports, inside the calls

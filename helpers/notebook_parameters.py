@@ -96,8 +96,12 @@ GROUPS_PER_STEP = Parameter(
     problems(TRAIN_PROBLEMS, "training"),
     f"problems per step (times group_size: at most {MAX_ROLLOUTS_PER_BATCH} rollouts at once)",
 )
+# The tiny local model, ~100k parameters, takes 1e-3. Kimi K2.6's LoRA rate is the pinned
+# cookbook's recommendation (`tinker_cookbook/weights/README.md`: about 5e-4, which
+# `hyperparam_utils.get_lr` does not yet calibrate for it); the guide's 1e-5 is a full
+# fine-tuning scale, at which 7 steps barely move an adapter.
 LEARNING_RATE = Parameter(
-    None, Number(0.0, 1.0, above_low=True, none_ok=True), "Adam's step size", 1e-3, 1e-5
+    None, Number(0.0, 1.0, above_low=True, none_ok=True), "Adam's step size", 1e-3, 5e-4
 )
 EVAL_PROBLEMS = Parameter(
     None,
@@ -252,13 +256,24 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "max_tokens": MAX_TOKENS,
         "seed": _with(SEED, doc="picks the held-out problems"),
         "lora_name": Parameter(
-            "course-arithmetic",
+            None,
             Matches(
                 r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]",
                 "2-64 characters of a-z, 0-9 and '-', starting and ending with a letter or "
                 "digit (Sail's rule for LoRA names)",
+                none_ok=True,
             ),
-            "the LoRA's name on Sail",
+            "the LoRA's name on Sail; None: <lora_prefix>-<your user name>-<random>, so attendees "
+            "sharing a Sail organisation never collide",
+        ),
+        # A made-up name adds '-<user, up to 20>-<8 hex>': 20 characters leave room in 64.
+        "lora_prefix": Parameter(
+            "course",
+            Matches(
+                r"[a-z0-9][a-z0-9-]{0,19}",
+                "1-20 characters of a-z, 0-9 and '-', starting with a letter or digit",
+            ),
+            "how a made-up lora_name starts",
         ),
         "keep_on_sail": Parameter(False, OneOf((True, False)), "leave the LoRA on Sail at the end"),
         "budget_sampled_tokens": BUDGET,

@@ -174,8 +174,11 @@ class Matches:
 
     pattern: str
     allowed: str
+    none_ok: bool = False
 
     def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
+        if self.none_ok and value is None:
+            return
         if not isinstance(value, str) or not re.fullmatch(self.pattern, value):
             _refuse(name, self.allowed, value)
 

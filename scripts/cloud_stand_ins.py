@@ -3,9 +3,10 @@ rehearse the cloud path against the local stack.
 
 The SDKs' base URLs and keys come from the environment (`start_local_stack` points them at
 the stack, with its fake keys). What remains out of reach here: orca-math (the Hugging Face
-hub), the Kimi K2.6 tokenizer's remote code, and Sailboxes. `use_local_stand_ins` supplies
-all three in-process, so a notebook's own code runs unchanged; a kernel loads them first
-through an IPython startup file (`write_kernel_startup`).
+hub), the Kimi K2.6 tokenizer's remote code, Kimi K2.6's weights index (for notebook 08's
+conversion), and Sailboxes. `use_local_stand_ins` supplies all four in-process, so a
+notebook's own code runs unchanged; a kernel loads them first through an IPython startup file
+(`write_kernel_startup`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ KERNEL_STARTUP = "from scripts.cloud_stand_ins import use_local_stand_ins\nuse_l
 
 
 def use_local_stand_ins() -> None:
-    """orca-math rows, the Kimi tokenizer and Sailboxes, answered by this machine."""
+    """orca-math rows, the Kimi tokenizer, the base model's files and Sailboxes, answered
+    by this machine."""
     import datasets
+    import huggingface_hub
 
     import helpers.backend as backend
     from kimi import register_offline_kimi_tokenizer
@@ -29,6 +32,23 @@ def use_local_stand_ins() -> None:
     backend.load_dataset = lambda name, split: datasets.concatenate_datasets([rows, rows])
     register_offline_kimi_tokenizer()  # get_tokenizer checks this registry first
     install_local_sailboxes()
+    # The adapter a cloud-path run converts is the local model's, so the stand-in for the
+    # base model (`helpers.adapter_export.cloud_base_model_dir`) gets the tiny model's files.
+    huggingface_hub.hf_hub_download = _tiny_model_file
+
+
+def _tiny_model_file(repo_id: str, filename: str, **_: object) -> str:
+    import json
+    import tempfile
+
+    from helpers.backend import tiny_base_model
+
+    directory = Path(tempfile.mkdtemp())
+    model = tiny_base_model()[0]
+    model.save_pretrained(directory)
+    names = {name: "model.safetensors" for name in model.state_dict()}
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": names}))
+    return str(directory / filename)
 
 
 def write_kernel_startup(ipython_dir: Path) -> Path:

@@ -14,13 +14,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import peft
+import safetensors.torch
 import sail
 import torch
 import urllib3
+from safetensors.torch import load_file
 
 from helpers.scoring import QUESTION_SUFFIX
 from local_stack.config import client_keys, process_client
 from local_stack.engine.model import BASE_MODEL_NAME, adapter_config_for, load_base_model
+from local_stack.engine.tinker_layout import tinker_config, to_tinker
 
 QUESTIONS = [
     "Tom has 3 apples and buys 4 more. How many apples does Tom have now?",
@@ -114,8 +117,19 @@ def tar_bytes(files: dict[str, bytes], mode: str = "w") -> bytes:
     return buffer.getvalue()
 
 
+def tinker_files(directory: Path) -> dict[str, bytes]:
+    """A PEFT adapter directory's two files in Tinker's layout, as a Tinker archive holds them."""
+    config = json.loads((directory / "adapter_config.json").read_text())
+    weights = load_file(directory / "adapter_model.safetensors")
+    return {
+        "adapter_config.json": tinker_config(config["r"], config["lora_alpha"]),
+        "adapter_model.safetensors": safetensors.torch.save(to_tinker(weights)),
+    }
+
+
 def adapter_tar(directory: Path, mode: str = "w") -> bytes:
-    return tar_bytes({name: (directory / name).read_bytes() for name in ADAPTER_FILES}, mode)
+    """A Tinker archive of the PEFT adapter in `directory`."""
+    return tar_bytes(tinker_files(directory), mode)
 
 
 PLANTED_RUN = "planted-archives"  # a run id no Tinker session can produce

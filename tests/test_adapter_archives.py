@@ -120,7 +120,11 @@ HOSTILE = [
 
 
 def _create_with_lora(url: str, lora_url: str):
-    metadata = {"completion_window": "balanced", "lora": lora_url}
+    metadata = {
+        "completion_window": "balanced",
+        "lora": lora_url,
+        "tinker_adapter_config": json.dumps(COURSE_CONFIG, sort_keys=True),
+    }
     return support.post_create(url, support.create_body(metadata=metadata))
 
 

@@ -119,7 +119,7 @@ def test_cloud_path_runs_against_the_local_stack(tmp_path: Path) -> None:
     assert result["requested"] == [["microsoft/orca-math-word-problems-200k", "train"]]
     assert result["defaults"] == {
         "max_tokens": 1024,
-        "learning_rate": 1e-5,
+        "learning_rate": 5e-4,
         "steps": 7,
         "eval_problems": 50,
         "eval_samples": 2,

@@ -220,7 +220,7 @@ def test_cloud_defaults_print_the_estimate_before_any_request_and_fit_the_budget
     assert estimate_line(notebook) in text and "no price known" in text
     assert "rollouts, each at most 1,024 tokens: " in text
     if notebook == NOTEBOOK:
-        assert "backend: cloud   learning rate: 1e-05   max_tokens: 1024" in text
+        assert "backend: cloud   learning rate: 0.0005   max_tokens: 1024" in text
     if notebook == "07_sandboxed_rollouts.ipynb":
         assert describe_sandboxes(CLOUD_SANDBOXES, "cloud") in text
     assert get_stats(local_stack.url) == before

@@ -374,17 +374,22 @@ STEPS_08 = """
 loras = await sail_request("GET", "/v1/loras")
 files = await sail_request("GET", "/v1/files")
 
-bad_config = adapter_dir.parent / "rank64.json"
-bad_config.write_text(json.dumps({**archive_config, "r": 64}))
+bad_config = adapter_dir / "rank64.json"
+bad_config.write_text(json.dumps({**peft_config, "r": 64}))
 bad_id = await upload_file(bad_config)
-await create_lora("rank-64", bad_id, weights_file_id)
-bad = await wait_for_validation("rank-64")
-await sail_request("DELETE", "/v1/loras/rank-64")
-await sail_request("DELETE", f"/v1/files/{bad_id}")
+await create_lora(f"{lora_name}-r64", course.model_name, bad_id, weights_file_id)
+from helpers.sail_http import LoraNotUsable
+try:
+    await wait_for_validation(f"{lora_name}-r64", course.model_name)
+    bad = None
+except LoraNotUsable as error:
+    bad = str(error)
+await sail_request("DELETE", "/v1/loras/{name}", path_args={"name": f"{lora_name}-r64"})
+await sail_request("DELETE", "/v1/files/{id}", path_args={"id": bad_id})
 
-await sail_request("DELETE", f"/v1/loras/{lora_name}")
-await sail_request("DELETE", f"/v1/files/{config_file_id}")
-await sail_request("DELETE", f"/v1/files/{weights_file_id}")
+await sail_request("DELETE", "/v1/loras/{name}", path_args={"name": lora_name})
+await sail_request("DELETE", "/v1/files/{id}", path_args={"id": config_file_id})
+await sail_request("DELETE", "/v1/files/{id}", path_args={"id": weights_file_id})
 """
 PROBE_08 = """{
     "loras": [lora["name"] for lora in loras["data"]],
@@ -434,9 +439,9 @@ def test_08_keep_on_sail_leaves_the_lora_and_its_files_until_deleted(longer_run_
 
 
 def test_08_a_rank_64_config_fails_validation(longer_run_shipped) -> None:
-    bad = longer_run_shipped[2]["bad"]
-    assert bad["status"] == "failed" and bad["result_code"] == "invalid_rank"
-    assert "rank [64]; ranks must be integers from 1 to 32" in bad["result_message"]
+    bad = longer_run_shipped[2]["bad"]  # LoraNotUsable's message: Sail's status and reason
+    assert "is 'failed' for" in bad and "invalid_rank: " in bad
+    assert "rank [64]; ranks must be integers from 1 to 32" in bad
 
 
 def test_08_a_lora_name_with_capitals_stops_in_the_check_cell(folders, tmp_path_factory) -> None:

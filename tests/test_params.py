@@ -141,7 +141,8 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "backend": "local",
             "run_name": "arithmetic",
             "short_run_steps": None,
-            "lora_name": "course-arithmetic",
+            "lora_name": None,
+            "lora_prefix": "course",
             "parity_problems": 4,
             "table_problems": 8,
             "max_tokens": None,
@@ -151,6 +152,8 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
         },
         {
             "short_run_steps": ([None, 1, 10_000], [0, 10_001, *NOT_WHOLE]),
+            "lora_name": ([None, "ab", "a" * 64, "a-1"], ["a", "a" * 65, "Course_Adapter", "-ab"]),
+            "lora_prefix": (["c", "a" * 20, "my-team"], ["", "a" * 21, "Course", "-x", None]),
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
     ),

@@ -427,7 +427,9 @@ def test_notebook_trains_a_short_run_when_none_exists(run_env: dict, tmp_path: P
     assert "Sail, Tinker forward and peft agree within 1e-4" in text
     assert "merged vs un-merged adapter" in text
     assert "'deleted': True" in text and "HTTP 404 from GET /v1/loras/ship-test" in text
-    assert (tmp_path / "runs" / "ship-test" / "adapter" / "adapter_model.safetensors").exists()
+    adapter = tmp_path / "runs" / "ship-test" / "adapter"
+    assert (adapter / "peft" / "adapter_model.safetensors").exists()
+    assert not (adapter / "archive.tar").exists()  # deleted once unpacked
     assert_no_key_leaks(out.read_text(), log, all_text_under(tmp_path / "runs"))
 
 

@@ -6,8 +6,8 @@ one stack process resolves in the next (notebook 04 resumes training that way):
     <model_id>/run.json                       how the run was created (answers weights_info),
                                               and which client created it (its owner)
     <model_id>/<kind>/<name>/                 kind is `weights` (save_state) or `sampler_weights`
-        adapter_config.json                   the PEFT adapter, as save_pretrained writes it
-        adapter_model.safetensors
+        adapter_config.json                   the adapter in Tinker's own layout
+        adapter_model.safetensors             (`tinker_layout`), not PEFT's
         optimizer.safetensors                 Adam moments (`weights` only)
         adapter.tar                           the two adapter files: what Sail downloads
         checkpoint.json                       created_at and expires_at (Unix seconds)

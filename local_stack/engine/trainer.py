@@ -31,8 +31,11 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from tinker.types import AdamParams
 
+from local_stack.engine.tinker_layout import tinker_config, to_peft, to_tinker
 from local_stack.engine.vocab import CompactVocab
 
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 # Datums per forward pass: bounds the (batch, tokens, vocab) logits tensor.
 MICRO_BATCH = 64
@@ -375,16 +378,19 @@ class LoraTrainer:
         return steps, tensors
 
     def save(self, directory: Path, *, with_optimizer: bool) -> None:
-        """Write the PEFT adapter (what Sail loads) and, for a training state, the optimizer."""
-        self.model.save_pretrained(directory, save_embedding_layers=False)
-        (directory / "README.md").unlink(missing_ok=True)  # PEFT's model card: not an adapter file
+        """Write the adapter in Tinker's own layout (`tinker_layout`: what Sail downloads and
+        the cookbook's `build_lora_adapter` converts) and, for a training state, the optimizer."""
+        config = self.model.peft_config["default"]
+        peft_state = peft.get_peft_model_state_dict(self.model, save_embedding_layers=False)
+        save_file(to_tinker(peft_state), directory / ADAPTER_WEIGHTS_FILE)
+        (directory / ADAPTER_CONFIG_FILE).write_bytes(tinker_config(config.r, config.lora_alpha))
         if with_optimizer:
             steps, tensors = self.optimizer_state()
             save_file(tensors, directory / OPTIMIZER_FILE, metadata={"steps": str(steps)})
 
     def load(self, directory: Path, *, with_optimizer: bool) -> None:
         """Restore adapter weights; restore the optimizer too, or reset it (Tinker's load_state)."""
-        state = load_file(directory / "adapter_model.safetensors")
+        state = to_peft(load_file(directory / ADAPTER_WEIGHTS_FILE))
         result = peft.set_peft_model_state_dict(self.model, state)
         if result.unexpected_keys:
             raise ValueError(f"checkpoint does not fit this adapter: {result.unexpected_keys}")

@@ -1,8 +1,16 @@
 """LoRA adapters for sampling: fetched, checked, applied with PEFT (un-merged), cached.
 
-A request names its adapter by URL. The adapter it gets is always the one that URL serves
-now: every request (or burst of concurrent requests) downloads the archive, and a cached
-adapter is reused only if it came from the same URL with the same bytes. Loading is where
+A request names its adapter by URL. The URL serves a Tinker archive: the adapter in Tinker's
+own layout (`local_stack.engine.tinker_layout`), whose config holds only `r` and
+`lora_alpha`. So the PEFT adapter is built from two sources, as the SDK's contract implies
+(`SailTokenCompleter` refuses `tinker_lora_signed_url` without `adapter_config`): the
+archive's tensors, renamed to PEFT's names, and the request's `tinker_adapter_config`, which
+must agree with the archive on `r` and `lora_alpha`. How real Sail converts an archive is
+not documented; the result is the same PEFT model either way.
+
+The adapter a request gets is always the one its URL serves now: every request (or burst
+of concurrent requests) downloads the archive, and a cached adapter is reused only if it
+came from the same URL with the same bytes and the same config. Loading is where
 hostile input would hurt, so it is bounded (see `adapter_archive`), checked before any
 allocation (`check_lora_config`, an allow-list), and kept off the event loop: unpacking
 and checking in a worker thread, PEFT on the compute thread. PEFT is given the checked
@@ -13,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import re
 import tempfile
@@ -23,10 +32,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import peft
+import safetensors.torch
 import torch
 
 from local_stack.engine.compute import run_compute
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, load_base_model
+from local_stack.engine.tinker_layout import NotTinkerLayout, to_peft
 from local_stack.http import ApiError, strict_json
 from local_stack.sail.adapter_archive import Archive, fetch_archive, read_adapter_archive
 from local_stack.sail.requests import LoraSource, is_finite_number
@@ -48,6 +59,7 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9_]{1,64}(\.[A-Za-z0-9_]{1,64}){0,7}")
 MAX_PATTERN_ENTRIES = 64
 MAX_LAYER_INDEX = 1023
 _PARAM = "metadata.lora"
+_CONFIG_PARAM = "metadata.tinker_adapter_config"
 # Codes an uploaded LoRA's failed validation reports (`result_code`).
 INVALID_CONFIG = "invalid_adapter_config"
 INVALID_RANK = "invalid_rank"
@@ -62,8 +74,8 @@ class Adapter:
     """The base model wrapped with one LoRA adapter, and where it came from."""
 
     source: str  # the archive URL without its query
-    digest: str  # sha256 of the archive it was loaded from
-    config: dict[str, Any]  # the adapter's own adapter_config.json
+    digest: str  # sha256 of the archive (and the config) it was loaded from
+    config: dict[str, Any]  # the PEFT adapter_config.json it was loaded with
     model: torch.nn.Module
 
 
@@ -80,35 +92,37 @@ class AdapterCache:
         self._slots = ClientSlots(ADAPTER_LOADS_AT_ONCE)
 
     async def get(self, lora: LoraSource, client: str = "") -> Adapter:
-        """The adapter `lora.url` serves now, checked against the request's config; its
-        download and load count against `client`'s slots and compute turns."""
+        """The adapter `lora.url` serves now, built with the request's config; its download
+        and load count against `client`'s slots and compute turns."""
         if lora.given_config is not None:
             check_given_keys(lora.given_config)  # before anything is fetched
         archive = await _shared(self._fetching, lora.source, lambda: self._fetch(lora.url, client))
+        given = json.dumps(lora.given_config, sort_keys=True)
+        digest = hashlib.sha256(f"{archive.digest} {given}".encode()).hexdigest()
         adapter = self._ready.get(lora.source)
-        if adapter is None or adapter.digest != archive.digest:
-            key = (lora.source, archive.digest)
+        if adapter is None or adapter.digest != digest:
+            key = (lora.source, digest)
             adapter = await _shared(
-                self._loading, key, lambda: self._load(lora.source, archive, client)
+                self._loading, key, lambda: self._load(lora, archive.data, digest, client)
             )
         self._ready[lora.source] = adapter
         self._ready.move_to_end(lora.source)
         while len(self._ready) > ADAPTER_CACHE_SIZE:
             self._ready.popitem(last=False)
-        if lora.given_config is not None:
-            check_given_config(lora.given_config, adapter.config)
         return adapter
 
     async def _fetch(self, url: str, client: str) -> Archive:
         async with self._slots.held(client):
             return await fetch_archive(url)
 
-    async def _load(self, source: str, archive: Archive, client: str) -> Adapter:
+    async def _load(self, lora: LoraSource, archive: bytes, digest: str, client: str) -> Adapter:
         async with self._slots.held(client):
-            files, config = await asyncio.to_thread(_unpack_and_check, archive.data)
+            files, config = await asyncio.to_thread(
+                peft_files_from_archive, archive, lora.given_config
+            )
         weights = files["adapter_model.safetensors"]
         model = await run_compute(apply_adapter, config, weights, client=client)
-        return Adapter(source, archive.digest, config, model)
+        return Adapter(lora.source, digest, config, model)
 
 
 class ClientSlots:
@@ -143,15 +157,71 @@ async def _shared(tasks: dict[K, asyncio.Task[V]], key: K, start: Callable[[], A
     return await asyncio.shield(task)
 
 
-def _unpack_and_check(archive: bytes) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """Blocking: the archive's two files and its parsed, checked adapter config."""
+def peft_files_from_archive(
+    archive: bytes, given: dict[str, Any] | None
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """Blocking: PEFT's two files built from a Tinker archive and the request's config.
+
+    Refuses (4xx) an archive that is not in Tinker's layout, a missing or impossible
+    config, and a config that disagrees with the archive on `r` or `lora_alpha`."""
     files = read_adapter_archive(archive)
-    return files, parse_adapter_config(files["adapter_config.json"])
+    archive_config = _parse_json(files["adapter_config.json"], _PARAM)
+    check_tinker_config(archive_config)
+    if given is None:
+        raise ApiError(
+            "a Tinker LoRA URL needs tinker_adapter_config (the PEFT adapter_config.json "
+            "the archive's tensors belong to): the archive's own config has only r and "
+            "lora_alpha",
+            param=_CONFIG_PARAM,
+        )
+    check_lora_config(given, _CONFIG_PARAM)
+    check_given_config({key: given.get(key) for key in ("r", "lora_alpha")}, archive_config)
+    try:
+        tensors = to_peft(safetensors.torch.load(files["adapter_model.safetensors"]))
+    except NotTinkerLayout as exc:
+        raise ApiError(f"the LoRA archive is not in Tinker's layout: {exc}", param=_PARAM) from None
+    except Exception as exc:  # safetensors raises several types for a malformed file
+        raise ApiError(
+            f"the LoRA archive's adapter_model.safetensors is unreadable: {exc}", param=_PARAM
+        ) from None
+    peft_files = {
+        "adapter_config.json": json.dumps(given).encode(),
+        "adapter_model.safetensors": safetensors.torch.save(tensors),
+    }
+    return peft_files, given
+
+
+def check_tinker_config(config: Any) -> None:
+    """A Tinker archive's config: `r` and `lora_alpha`, and any other key one PEFT writes, each
+    in the range `check_lora_config` accepts."""
+    if not isinstance(config, dict) or "r" not in config or "lora_alpha" not in config:
+        raise ApiError(
+            "the LoRA archive's adapter_config.json must be an object with r and lora_alpha "
+            "(Tinker's layout)",
+            param=_PARAM,
+            code=INVALID_CONFIG,
+        )
+    for key, value in config.items():
+        accepted, rule = KNOWN_KEYS.get(key, (lambda _: False, "a key PEFT writes for a LoRA"))
+        if not accepted(value):
+            raise ApiError(
+                f"the LoRA archive's adapter_config.json has {key} {_shown(value)}; {key} must "
+                f"be {rule}",
+                param=_PARAM,
+                code=INVALID_RANK if key == "r" else INVALID_CONFIG,
+            )
 
 
 def parse_adapter_config(raw: bytes, param: str = _PARAM) -> dict[str, Any]:
     """An adapter_config.json's bytes, parsed and checked (`check_lora_config`), or a 4xx
     naming `param`. Errors carry a `code`: uploaded LoRAs report it when validation fails."""
+    config = _parse_json(raw, param)
+    check_lora_config(config, param)
+    return config
+
+
+def _parse_json(raw: bytes, param: str) -> Any:
+    """An adapter_config.json's bytes parsed, or a 4xx naming `param`."""
     if len(raw) > MAX_CONFIG_BYTES:
         raise ApiError(
             f"adapter_config.json is over {MAX_CONFIG_BYTES} bytes",
@@ -168,7 +238,6 @@ def parse_adapter_config(raw: bytes, param: str = _PARAM) -> dict[str, Any]:
         raise ApiError(
             f"adapter_config.json is not JSON: {exc}", param=param, code=INVALID_CONFIG
         ) from None
-    check_lora_config(config, param)
     return config
 
 
@@ -332,10 +401,10 @@ def check_given_keys(given: dict[str, Any]) -> None:
 
 
 def check_given_config(given: dict[str, Any], adapter_config: dict[str, Any]) -> None:
-    """Refuse an adapter whose own config differs from the one the request names.
+    """Refuse an adapter whose archive config differs from the one the request names.
 
-    Compares every key the given config has; list values compare as sets (PEFT does not
-    keep the order of `target_modules`).
+    Compares every key `given` has; list values compare as sets (PEFT does not keep the
+    order of `target_modules`).
     """
     differing = [
         f"{key}: {given[key]!r} != {adapter_config.get(key)!r}"
@@ -346,7 +415,7 @@ def check_given_config(given: dict[str, Any], adapter_config: dict[str, Any]) ->
         raise ApiError(
             "tinker_adapter_config does not match the adapter's adapter_config.json "
             f"(given != adapter): {'; '.join(differing)}",
-            param="metadata.tinker_adapter_config",
+            param=_CONFIG_PARAM,
         )
 
 
@@ -372,10 +441,23 @@ def apply_adapter(config: dict[str, Any], weights: bytes, param: str = _PARAM) -
         Path(tmp, "adapter_model.safetensors").write_bytes(weights)
         try:
             model = peft.PeftModel.from_pretrained(base, tmp, is_trainable=False)
+            expected = peft.get_peft_model_state_dict(model, save_embedding_layers=False)
+            given = safetensors.torch.load(weights)
         except Exception as exc:  # PEFT raises many types for an adapter that does not fit
             raise ApiError(
                 f"the LoRA adapter does not fit the base model: {exc}",
                 param=param,
                 code=ADAPTER_LOAD_FAILED,
             ) from None
+    # PEFT only warns about tensors it did not use or did not find: a file in another
+    # layout (Tinker's `unembed_tokens`, say) would otherwise load as a partial adapter.
+    unexpected, missing = sorted(given.keys() - expected.keys()), expected.keys() - given.keys()
+    if unexpected or missing:
+        raise ApiError(
+            f"the LoRA weights do not match its config: {len(unexpected)} tensors the config "
+            f"has no module for (first {unexpected[:1]}), {len(missing)} modules without weights "
+            "(is the file in PEFT's layout, e.g. converted with build_lora_adapter?)",
+            param=param,
+            code=ADAPTER_LOAD_FAILED,
+        )
     return model.eval()

@@ -11,7 +11,9 @@ name or id in `metadata.lora`. A wrong base model or a rank over the limit fails
 validation, not the create.
 
 The documentation this was built from does not show the create body's file fields; the
-local stack names them `config_file_id` and `weights_file_id`.
+local stack names them `config_file_id` and `weights_file_id`, guesses listed with every other
+request field in `helpers/sail_http.REQUEST_SHAPES`. Sail's page lists a fifth status,
+`unverified`, whose meaning we could not read; this stack never reports it.
 
 A LoRA belongs to the client that created it, and names are unique per client, as Sail's
 are per organisation: each client lists, reads, deletes and samples with its own LoRAs
