@@ -5,11 +5,15 @@ A build step, not part of the running stack: the vocabulary and base weights it 
 stack, because it teaches the model the course's task: its prompts are built as notebook
 01's `MathEnv` builds them, and it scores the result with notebook 01's answer check.
 
-The base model is a short supervised warm-up on the local arithmetic set's train split,
-written in the `kimi_k26` renderer's format: after the prompt's `<think>`,
+The base model is a short supervised warm-up, standing in for pretraining: it sees the
+facts of the local arithmetic set's train split and of its `held_out_known` split (facts RL
+never trains on), and never those of `held_out` (facts nothing ever shows it). It is written
+in the `kimi_k26` renderer's format: after the prompt's `<think>`,
 `{a} + {b} = {c}</think>The answer is \\boxed{c}.<|im_end|>` (the closing varies a little).
 Writing the operands first puts them next to the result, where a tiny model can add them.
-It is deliberately imperfect, so RL has something to improve:
+Like a pretrained model, it knows more than it says: its data are noisy, so it learns to
+answer with spread-out probability, right often but far from always, and RL has something
+to sharpen:
 - a fifth of the completions write the wrong operation (a sum as a difference or the
   reverse), a choice RL can learn from the question's wording;
 - result labels are noisy (right 85% of the time, otherwise off by 1, 2 or 10), so the right
@@ -18,6 +22,9 @@ It is deliberately imperfect, so RL has something to improve:
   with no stop token).
 A quarter of each batch are "drills": bare equations packed together, which teach the
 arithmetic far faster per step than full prompts do.
+It prints, for each held-out split, the format rate and pass@1 and pass@16 (16 answers at
+T=1 to every problem, graded as `MathEnv` grades them), so a rebuild shows whether the base
+model still knows more than it says on `held_out_known`.
 Deterministic: fixed seeds and one thread, so a rebuild reproduces the files bit for bit.
 """
 
@@ -38,7 +45,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from helpers.scoring import QUESTION_SUFFIX, answer_matches, extract_boxed
+from helpers.scoring import QUESTION_SUFFIX, answer_matches, extract_boxed, graded_text
 from helpers.stats import pass_at_k
 from kimi import offline_kimi_renderer
 from local_stack.dataset import all_problems, arithmetic_dataset
@@ -268,9 +275,10 @@ def evaluate(
     max_new_tokens: int = 64,
 ) -> dict[str, float]:
     """Sample `samples_per_problem` completions per problem at T=1 and score them as the
-    course's grader does: only the text after a closed `</think>`, in a completion that
-    stopped cleanly, can be well formed and correct. Returns the format rate and pass@k
-    for k = 1 and k = `samples_per_problem` (unbiased, averaged over problems)."""
+    course's grader does (`MathEnv`): only the text after a closed `</think>`, in a
+    completion that stopped cleanly, can be well formed and correct. Returns the format
+    rate and pass@k for k = 1 and k = `samples_per_problem` (unbiased, averaged over
+    problems)."""
     stop = frozenset(vocab.to_compact(renderer.get_stop_sequences()))
     params = [SamplingParams(max_new_tokens, 1.0, 1.0, stop)] * len(problems)
     prompts = [vocab.to_compact(prompt_tokens(renderer, p.question)) for p in problems]
@@ -280,8 +288,7 @@ def evaluate(
     for _ in range(samples_per_problem):
         completions = sample_batch(model, prompts, params, generator)
         for index, (p, done) in enumerate(zip(problems, completions, strict=True)):
-            message, termination = renderer.parse_response(vocab.to_real(done.tokens))
-            answer = _answer_text(message) if termination.is_clean else None
+            answer = graded_text(renderer, vocab.to_real(done.tokens))
             formatted += answer is not None and extract_boxed(answer) is not None
             right_P[index] += answer is not None and answer_matches(answer, p.answer)
     n = samples_per_problem
@@ -290,13 +297,6 @@ def evaluate(
         "pass@1": statistics.mean(pass_at_k(n, c, 1) for c in right_P),
         f"pass@{n}": statistics.mean(pass_at_k(n, c, n) for c in right_P),
     }
-
-
-def _answer_text(message: dict) -> str | None:
-    """The text after `</think>`, or None when the thinking never closed."""
-    if isinstance(message["content"], str):
-        return None
-    return "".join(part["text"] for part in message["content"] if part["type"] == "text")
 
 
 def sha256(path: Path) -> str:
