@@ -14,12 +14,13 @@ Writing the operands first puts them next to the result, where a tiny model can 
 Like a pretrained model, it knows more than it says: its data are noisy, so it learns to
 answer with spread-out probability, right often but far from always, and RL has something
 to sharpen:
-- a fifth of the completions write the wrong operation (a sum as a difference or the
+- result labels are noisy (right half the time, otherwise off by 1, 2 or 10), so the right
+  result is the most likely one, but sampled at T=1 it is often a neighbour: this is the
+  spread RL sharpens;
+- a tenth of the completions write the wrong operation (a sum as a difference or the
   reverse), a choice RL can learn from the question's wording;
-- result labels are noisy (right 85% of the time, otherwise off by 1, 2 or 10), so the right
-  result is the most likely one, but sampled at T=1 it is often a neighbour;
-- about a fifth of the completions break the format (no box, no `</think>`, or rambling on
-  with no stop token).
+- a tenth break the format (no box, no `</think>`, or rambling on with no stop token), so
+  format alone leaves RL little to gain.
 A quarter of each batch are "drills": bare equations packed together, which teach the
 arithmetic far faster per step than full prompts do.
 It prints, for each held-out split, the format rate and pass@1 and pass@16 (16 answers at
@@ -72,14 +73,14 @@ DRILL_EQUATIONS = 8  # per drill sequence, about as long as a full example
 
 EQUATION = re.compile(r"(\d+) ([+-]) (\d+) = (\d+)")
 CLOSINGS = ("The answer is \\boxed{{{c}}}.", "So the answer is \\boxed{{{c}}}.", "\\boxed{{{c}}}")
-P_CORRECT_LABEL = 0.85
+P_CORRECT_LABEL = 0.5
 # Share of completions that write the wrong operation (a sum as a difference, or the
 # reverse): a choice RL can learn to get right from the question's wording.
-P_WRONG_OPERATION = 0.2
+P_WRONG_OPERATION = 0.1
 # Off-by amounts for a wrong label, and their relative weights.
 LABEL_NOISE = {-1: 3, 1: 3, -2: 2, 2: 2, -10: 1, 10: 1}
 # Completion styles and their shares in the warm-up data; only "clean" is well formatted.
-STYLE_WEIGHTS = {"clean": 0.78, "no_box": 0.10, "no_think_close": 0.06, "ramble": 0.06}
+STYLE_WEIGHTS = {"clean": 0.9, "no_box": 0.04, "no_think_close": 0.03, "ramble": 0.03}
 NUMBER_RANGE = range(-40, 100)  # numbers the vocabulary must hold (noisy results included)
 EVAL_SAMPLES = 16  # per held-out problem, for pass@1 and pass@16
 
