@@ -5,11 +5,12 @@ model, and scores two of its held-out sets before and after, as the notebook doe
 `seed` picks the same problems, and each step's training problems):
 - known facts, not trained: facts the base model's warm-up saw, which RL never trains on;
 - unseen facts: facts nothing ever showed the model.
-Printed per seed and set: the correct rate, the format rate and the correct rate among
-well-formed answers, each before -> after, and each gain with the course's problem-clustered
-95% bootstrap interval (whole problems resampled, the same ones before and after); then how
-many seeds' correct-rate gains on each set have an interval above 0. About 2 minutes a
-seed on two cores.
+Printed per seed and set: the correct rate and the format rate, each before -> after, and
+each gain with the course's problem-clustered 95% bootstrap interval (whole problems
+resampled, the same ones before and after); then how many seeds' correct-rate gains on each
+set have an interval above 0. Under fixed grading a right answer is always well formed, so
+correct among well-formed answers is the correct rate over the format rate. 2 to 6 minutes
+a seed on the shared two-core machine (load average 8 to 15).
 
     python scripts/held_out_gains.py --seeds 0 1 2 3 4
 """
