@@ -4,8 +4,9 @@ It runs the course's own loop, `helpers.training` (built from notebook 04): `run
 every step, and `evaluate_now` and `compare` for the held-out sets, through the real
 tinker, sail and tinker-cookbook SDKs on `helpers.connect("local")`.
 (a) Learning is real: the loop trains on the arithmetic set's train split for a fixed number
-    of steps, and both of notebook 04's held-out sets are scored before and after, with the
-    local Sail sampler seeded: unseen facts (operand pairs training never shows) and seen
+    of steps, and notebook 04's three held-out sets are scored before and after, with the
+    local Sail sampler seeded: known facts (operand pairs the base model's warm-up saw and
+    RL never trains on), unseen facts (operand pairs nothing ever shows the model) and seen
     facts in a wording training never shows. Each gain comes with the course's paired
     bootstrap interval, and format rate and accuracy given format are shown separately,
     so a gain from format alone is visible.
@@ -59,7 +60,7 @@ def score_line(name: str, before: dict, after: dict, comparison: dict) -> str:
     low, high = reward["gain_interval"]
     rates = "; ".join(
         f"{score} {comparison[score]['before']:.3f} -> {comparison[score]['after']:.3f}"
-        for score in ("format", "correct_given_format")
+        for score in ("correct", "format", "correct_given_format")
     )
     return (
         f"    {name} (n={before['samples']} -> {after['samples']}): reward "
@@ -100,6 +101,7 @@ async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int, budget:
             completion_window="balanced",
         )
         held_out_sets = {
+            "known facts, not trained": course.held_out_known_rows,
             "unseen facts": course.held_out_rows,
             "seen facts, new wording": course.held_out_seen_rows,
         }

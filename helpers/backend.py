@@ -54,6 +54,9 @@ class Course:
     defaults: dict
     train_rows: list[dict] = field(repr=False)
     held_out_rows: list[dict] = field(repr=False)  # facts training never sees
+    # Locally, facts the base model's warm-up saw but RL never trains on; in the cloud
+    # empty, since which facts Kimi K2.6 saw in pretraining is not known.
+    held_out_known_rows: list[dict] = field(repr=False)
     # Facts training sees, each in a wording it does not (local data only: orca-math's rows
     # carry no facts to match, so in the cloud this is empty).
     held_out_seen_rows: list[dict] = field(repr=False)
@@ -127,6 +130,7 @@ def connect(backend: str = "local") -> Course:
         defaults=BACKEND_DEFAULTS[backend],
         train_rows=splits["train"],
         held_out_rows=splits["held_out"],
+        held_out_known_rows=splits["held_out_known"],
         held_out_seen_rows=splits["held_out_seen"],
     )
 
@@ -223,5 +227,6 @@ def _cloud_rows() -> dict[str, list[dict]]:
     return {
         "train": rows[:CLOUD_TRAIN_ROWS],
         "held_out": rows[CLOUD_TRAIN_ROWS:],
+        "held_out_known": [],
         "held_out_seen": [],
     }

@@ -30,9 +30,9 @@ from pathlib import Path
 from helpers.errors import CourseConfigError
 
 PRICES_PATH = Path(__file__).resolve().parent / "prices.json"
-# Held-out sets a notebook-03 evaluation scores: locally unseen facts and seen facts in new
-# wording; in the cloud orca-math has only the first.
-HELD_OUT_SETS = {"local": 2, "cloud": 1}
+# Held-out sets a notebook-04 evaluation scores: locally known facts RL never trains on,
+# unseen facts and seen facts in new wording; in the cloud orca-math has only unseen ones.
+HELD_OUT_SETS = {"local": 3, "cloud": 1}
 # Large enough for the cloud defaults of every notebook (notebook 06's is the largest,
 # 808 rollouts of at most 1,024 tokens), small enough that a mistyped parameter is caught.
 DEFAULT_BUDGET_SAMPLED_TOKENS = 1_000_000

@@ -35,7 +35,7 @@ MAX_TEMPERATURE = 2.0
 CONTEXT_TOKENS = {"local": 256, "cloud": 262_144}
 CONTEXT_OF = {"local": "the local model's context", "cloud": "Kimi K2.6's context"}
 # What `helpers.connect` loads: the local arithmetic set, or the slice of orca-math.
-TRAIN_PROBLEMS = {"local": 1467, "cloud": 2000}
+TRAIN_PROBLEMS = {"local": 1074, "cloud": 2000}
 HELD_OUT_PROBLEMS = {"local": 399, "cloud": 200}
 # Tinker keeps a checkpoint from one hour to ten years.
 MIN_TTL_SECONDS = 3600

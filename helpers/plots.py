@@ -137,10 +137,36 @@ def summary_figure(
     top = [fig.add_subplot(grid[0, 2 * i : 2 * i + 2]) for i in range(3)]
     _draw_training_panels(top[:2], records)
     _draw_importance_weights(top[2], records)
+    width = 6 // max(len(comparisons), 2)  # up to three held-out sets side by side
     for i, (name, comparison) in enumerate(comparisons.items()):
-        _draw_held_out(fig.add_subplot(grid[1, 3 * i : 3 * i + 3]), name, comparison, samples[name])
+        ax = fig.add_subplot(grid[1, width * i : width * (i + 1)])
+        _draw_held_out(ax, name, comparison, samples[name])
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return fig
+
+
+def pass_at_k_figure(curves: dict[str, dict[str, dict]]) -> Figure:
+    """pass@k against k, one panel per held-out set, base and trained weights each with its
+    95% interval as a band. `curves[set][when]` is `helpers.stats.pass_at_k_curve`'s result."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves), 3.8), squeeze=False)
+    for ax, (name, by_when) in zip(axes[0], curves.items(), strict=True):
+        for when, curve in by_when.items():
+            (line,) = ax.plot(curve["k"], curve["value"], marker="o", markersize=3, label=when)
+            ax.fill_between(
+                curve["k"], curve["low"], curve["high"], alpha=0.2, color=line.get_color()
+            )
+        ax.set_xscale("log", base=2)
+        ticks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= curve["k"][-1]]
+        ax.set_xticks(ticks, [str(k) for k in ticks])
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("k (answers sampled per problem)")
+        ax.set_ylabel("pass@k")
+        ax.set_title(f"Held-out, {name}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
     plt.close(fig)
     return fig
 

@@ -68,12 +68,16 @@ def _row(question: str, solution: str, a: int, b: int, c: int) -> dict[str, str]
 
 
 def arithmetic_dataset(
-    seed: int = 0, held_out_pairs: int = 46, reworded_facts: int = 150
+    seed: int = 0, held_out_pairs: int = 46, known_pairs: int = 46, reworded_facts: int = 150
 ) -> DatasetDict:
-    """Three splits, shuffled with `seed`, that keep facts apart, not just questions.
+    """Four splits, shuffled with `seed`, that keep facts apart, not just questions.
 
-    - `held_out`: every problem on `held_out_pairs` operand pairs that training never sees,
-      in any wording, order or operation: it measures arithmetic the model must work out.
+    - `held_out`: every problem on `held_out_pairs` operand pairs that nothing ever sees, in
+      any wording, order or operation, neither the warm-up that built the local model nor
+      RL: it measures facts the model never learnt.
+    - `held_out_known`: every problem on `known_pairs` other operand pairs, which the
+      warm-up saw (as a pretrained model has seen its facts) but RL never trains on: it
+      measures whether RL draws out what the model already knows.
     - `held_out_seen`: `reworded_facts` facts (a, b, operation) that training does see, each in
       one wording training does not: it measures recall of trained facts in new words.
     - `train`: everything else.
@@ -82,7 +86,9 @@ def arithmetic_dataset(
     pairs = operand_pairs()
     rng.shuffle(pairs)
     held_out = [row for pair in pairs[:held_out_pairs] for row in problems_of_pair(*pair)]
-    trained = [problems_of_pair(*pair) for pair in pairs[held_out_pairs:]]
+    known_end = held_out_pairs + known_pairs
+    known = [row for pair in pairs[held_out_pairs:known_end] for row in problems_of_pair(*pair)]
+    trained = [problems_of_pair(*pair) for pair in pairs[known_end:]]
     # A pair's problems come in blocks of three wordings per fact (see problems_of_pair).
     facts = [rows[i : i + 3] for rows in trained for i in range(0, len(rows), 3)]
     rng.shuffle(facts)
@@ -96,8 +102,10 @@ def arithmetic_dataset(
             train += wordings
     rng.shuffle(train)
     rng.shuffle(held_out)
+    rng.shuffle(known)
     return DatasetDict(
         train=Dataset.from_list(train),
         held_out=Dataset.from_list(held_out),
+        held_out_known=Dataset.from_list(known),
         held_out_seen=Dataset.from_list(reworded),
     )

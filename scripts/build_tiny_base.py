@@ -5,19 +5,27 @@ A build step, not part of the running stack: the vocabulary and base weights it 
 stack, because it teaches the model the course's task: its prompts are built as notebook
 01's `MathEnv` builds them, and it scores the result with notebook 01's answer check.
 
-The base model is a short supervised warm-up on the local arithmetic set's train split,
-written in the `kimi_k26` renderer's format: after the prompt's `<think>`,
+The base model is a short supervised warm-up, standing in for pretraining: it sees the
+facts of the local arithmetic set's train split and of its `held_out_known` split (facts RL
+never trains on), and never those of `held_out` (facts nothing ever shows it). It is written
+in the `kimi_k26` renderer's format: after the prompt's `<think>`,
 `{a} + {b} = {c}</think>The answer is \\boxed{c}.<|im_end|>` (the closing varies a little).
 Writing the operands first puts them next to the result, where a tiny model can add them.
-It is deliberately imperfect, so RL has something to improve:
-- a fifth of the completions write the wrong operation (a sum as a difference or the
+Like a pretrained model, it knows more than it says: its data are noisy, so it learns to
+answer with spread-out probability, right often but far from always, and RL has something
+to sharpen:
+- result labels are noisy (right half the time, otherwise off by 1, 2 or 10), so the right
+  result is the most likely one, but sampled at T=1 it is often a neighbour: this is the
+  spread RL sharpens;
+- a tenth of the completions write the wrong operation (a sum as a difference or the
   reverse), a choice RL can learn from the question's wording;
-- result labels are noisy (right 85% of the time, otherwise off by 1, 2 or 10), so the right
-  result is the most likely one, but sampled at T=1 it is often a neighbour;
-- about a fifth of the completions break the format (no box, no `</think>`, or rambling on
-  with no stop token).
+- a tenth break the format (no box, no `</think>`, or rambling on with no stop token), so
+  format alone leaves RL little to gain.
 A quarter of each batch are "drills": bare equations packed together, which teach the
 arithmetic far faster per step than full prompts do.
+It prints, for each held-out split, the format rate and pass@1 and pass@16 (16 answers at
+T=1 to every problem, graded as `MathEnv` grades them), so a rebuild shows whether the base
+model still knows more than it says on `held_out_known`.
 Deterministic: fixed seeds and one thread, so a rebuild reproduces the files bit for bit.
 """
 
@@ -28,6 +36,7 @@ import hashlib
 import math
 import random
 import re
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,7 +46,8 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from helpers.scoring import QUESTION_SUFFIX, answer_matches, extract_boxed
+from helpers.scoring import QUESTION_SUFFIX, answer_matches, extract_boxed, graded_text
+from helpers.stats import pass_at_k
 from kimi import offline_kimi_renderer
 from local_stack.dataset import all_problems, arithmetic_dataset
 from local_stack.engine.model import (
@@ -63,16 +73,16 @@ DRILL_EQUATIONS = 8  # per drill sequence, about as long as a full example
 
 EQUATION = re.compile(r"(\d+) ([+-]) (\d+) = (\d+)")
 CLOSINGS = ("The answer is \\boxed{{{c}}}.", "So the answer is \\boxed{{{c}}}.", "\\boxed{{{c}}}")
-P_CORRECT_LABEL = 0.85
+P_CORRECT_LABEL = 0.5
 # Share of completions that write the wrong operation (a sum as a difference, or the
 # reverse): a choice RL can learn to get right from the question's wording.
-P_WRONG_OPERATION = 0.2
+P_WRONG_OPERATION = 0.1
 # Off-by amounts for a wrong label, and their relative weights.
 LABEL_NOISE = {-1: 3, 1: 3, -2: 2, 2: 2, -10: 1, 10: 1}
 # Completion styles and their shares in the warm-up data; only "clean" is well formatted.
-STYLE_WEIGHTS = {"clean": 0.78, "no_box": 0.10, "no_think_close": 0.06, "ramble": 0.06}
+STYLE_WEIGHTS = {"clean": 0.9, "no_box": 0.04, "no_think_close": 0.03, "ramble": 0.03}
 NUMBER_RANGE = range(-40, 100)  # numbers the vocabulary must hold (noisy results included)
-HELD_OUT_SAMPLES = 400
+EVAL_SAMPLES = 16  # per held-out problem, for pass@1 and pass@16
 
 
 def prompt_tokens(renderer: Any, question: str) -> list[int]:
@@ -261,35 +271,33 @@ def evaluate(
     vocab: CompactVocab,
     renderer: Any,
     problems: Sequence[Problem],
-    temperature: float,
+    samples_per_problem: int,
     seed: int = SEED,
     max_new_tokens: int = 64,
 ) -> dict[str, float]:
-    """Sample one completion per problem and score it the way MathEnv does."""
+    """Sample `samples_per_problem` completions per problem at T=1 and score them as the
+    course's grader does (`MathEnv`): only the text after a closed `</think>`, in a
+    completion that stopped cleanly, can be well formed and correct. Returns the format
+    rate and pass@k for k = 1 and k = `samples_per_problem` (unbiased, averaged over
+    problems)."""
     stop = frozenset(vocab.to_compact(renderer.get_stop_sequences()))
-    params = [SamplingParams(max_new_tokens, temperature, 1.0, stop)] * len(problems)
+    params = [SamplingParams(max_new_tokens, 1.0, 1.0, stop)] * len(problems)
     prompts = [vocab.to_compact(prompt_tokens(renderer, p.question)) for p in problems]
     generator = torch.Generator().manual_seed(seed)
-    completions = sample_batch(model, prompts, params, generator)
-    formatted = correct = 0
-    for p, done in zip(problems, completions, strict=True):
-        message, termination = renderer.parse_response(vocab.to_real(done.tokens))
-        text = _text_content(message)
-        formatted += extract_boxed(text) is not None and termination.is_clean
-        correct += answer_matches(text, p.answer)
-    n = len(problems)
+    right_P = [0] * len(problems)
+    formatted = 0
+    for _ in range(samples_per_problem):
+        completions = sample_batch(model, prompts, params, generator)
+        for index, (p, done) in enumerate(zip(problems, completions, strict=True)):
+            answer = graded_text(renderer, vocab.to_real(done.tokens))
+            formatted += answer is not None and extract_boxed(answer) is not None
+            right_P[index] += answer is not None and answer_matches(answer, p.answer)
+    n = samples_per_problem
     return {
-        "accuracy": correct / n,
-        "format": formatted / n,
-        "accuracy_given_format": correct / max(formatted, 1),
-        "samples": n,
+        "format": formatted / (n * len(problems)),
+        "pass@1": statistics.mean(pass_at_k(n, c, 1) for c in right_P),
+        f"pass@{n}": statistics.mean(pass_at_k(n, c, n) for c in right_P),
     }
-
-
-def _text_content(message: Any) -> str:
-    from tinker_cookbook import renderers
-
-    return renderers.get_text_content(message)
 
 
 def sha256(path: Path) -> str:
@@ -304,25 +312,33 @@ def main() -> None:
     torch.set_num_threads(TORCH_THREADS)
     started = time.perf_counter()
     renderer = offline_kimi_renderer()
-    splits = arithmetic_dataset()
-    train = [Problem.from_row(r) for r in splits["train"]]
-    held_out = [Problem.from_row(r) for r in splits["held_out"]][:HELD_OUT_SAMPLES]
+    splits = {
+        name: [Problem.from_row(r) for r in rows] for name, rows in arithmetic_dataset().items()
+    }
     vocab = build_vocab(renderer)
     print(f"vocab: {vocab.size} ids")
-    model = warm_up(vocab, renderer, train, args.steps, args.batch_size)
+    # The warm-up sees the facts RL trains on and those of `held_out_known`; never `held_out`.
+    model = warm_up(
+        vocab, renderer, splits["train"] + splits["held_out_known"], args.steps, args.batch_size
+    )
     BASE_MODEL_DIR.mkdir(parents=True, exist_ok=True)
     vocab.save(VOCAB_PATH)
     state = {name: t.detach().contiguous() for name, t in model.state_dict().items()}
     save_file(state, WEIGHTS_PATH)
     seconds = time.perf_counter() - started
-    print(f"built in {seconds:.1f} s; weights {WEIGHTS_PATH.stat().st_size / 1e6:.2f} MB (fp32)")
+    parameters = sum(t.numel() for t in state.values())
+    megabytes = WEIGHTS_PATH.stat().st_size / 1e6
+    print(f"built in {seconds:.1f} s; {parameters} parameters, {megabytes:.2f} MB (fp32)")
     for path in (WEIGHTS_PATH, VOCAB_PATH):
         print(f"sha256 {sha256(path)}  {path.name}")
 
     base, vocab = load_base_model()
-    for temperature in (1.0, 0.0):
-        metrics = evaluate(base, vocab, renderer, held_out, temperature)
-        print(f"held-out T={temperature}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+    for name in ("held_out_known", "held_out_seen", "held_out"):
+        metrics = evaluate(base, vocab, renderer, splits[name], EVAL_SAMPLES)
+        print(
+            f"{name} ({len(splits[name])} problems, T=1): "
+            + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items())
+        )
 
 
 if __name__ == "__main__":

@@ -44,3 +44,14 @@ def test_splits_cover_every_problem_once_and_repeat_for_a_seed() -> None:
     assert sorted(every) == sorted(r["question"] for r in all_problems())
     assert arithmetic_dataset(seed=3)["held_out"]["question"] == splits["held_out"]["question"]
     assert arithmetic_dataset(seed=4)["held_out"]["question"] != splits["held_out"]["question"]
+
+
+def test_known_facts_are_kept_from_rl_and_from_the_unseen_split() -> None:
+    """held_out_known: pairs the warm-up shows the base model (see build_tiny_base) but RL's
+    train split never holds, apart from the pairs nothing ever shows."""
+    splits = arithmetic_dataset()
+    known_pairs = {numbers(r) for r in splits["held_out_known"]}
+    assert known_pairs.isdisjoint(numbers(r) for r in splits["train"])
+    assert known_pairs.isdisjoint(numbers(r) for r in splits["held_out"])
+    assert known_pairs.isdisjoint(numbers(r) for r in splits["held_out_seen"])
+    assert len({fact(r) for r in splits["held_out_known"]}) >= 100

@@ -19,6 +19,7 @@ from local_stack.engine.vocab import UNK_COMPACT_ID, CompactVocab
 from scripts.build_tiny_base import Problem, evaluate, prompt_tokens
 
 IM_END, THINK, THINK_END = 163586, 163606, 163607
+BASE_CHECK_PROBLEMS = 60  # per held-out split, 16 answers each
 
 
 def test_vocab_covers_every_prompt_and_the_specials(renderer, base):
@@ -115,15 +116,19 @@ def test_top_p_and_temperature_logprobs_are_the_sampling_distribution():
     assert torch.allclose(nucleus[:3], probs[:3] / probs[:3].sum())
 
 
-def test_base_model_mostly_answers_in_format_and_often_correctly(renderer, base):
-    """Guards the warm-up: imperfect at T=1 (room for RL); when greedy, mostly right on facts
-    it was trained on and right well above chance on number pairs it never saw."""
+def test_base_model_knows_more_than_it_says(renderer, base):
+    """Guards the warm-up: on problems whose facts it saw but RL never trains on, the base
+    model is right about a third of the time at T=1 (room for RL to sharpen) and almost
+    always within 16 tries; on facts it never saw, it is right less often. Deterministic:
+    the sampler is seeded (SEED)."""
     model, vocab = base
     splits = arithmetic_dataset()
-    unseen = [Problem.from_row(r) for r in splits["held_out"]][:200]
-    seen = [Problem.from_row(r) for r in splits["held_out_seen"]]
-    sampled = evaluate(model, vocab, renderer, unseen, temperature=1.0)
-    assert 0.6 <= sampled["format"] <= 0.95
-    assert 0.1 <= sampled["accuracy_given_format"] <= 0.7
-    assert evaluate(model, vocab, renderer, seen, temperature=0.0)["accuracy"] >= 0.7
-    assert 0.2 <= evaluate(model, vocab, renderer, unseen, temperature=0.0)["accuracy"] <= 0.8
+    known, unseen = (
+        [Problem.from_row(r) for r in splits[name]][:BASE_CHECK_PROBLEMS]
+        for name in ("held_out_known", "held_out")
+    )
+    on_known = evaluate(model, vocab, renderer, known, 16)
+    assert 0.6 <= on_known["format"] <= 0.95
+    assert 0.25 <= on_known["pass@1"] <= 0.45
+    assert on_known["pass@16"] >= 0.8
+    assert evaluate(model, vocab, renderer, unseen, 16)["pass@1"] < on_known["pass@1"]

@@ -38,7 +38,7 @@ def outputs(path: Path) -> tuple[str, list]:
 @pytest.mark.parametrize(
     ("name", "value", "expected"),
     [
-        ("groups", 0, "groups must be a whole number from 1 to 1467"),
+        ("groups", 0, "groups must be a whole number from 1 to 1074"),
         ("group_size", 1, "group_size must be a whole number from 2 to 64"),
         ("learning_rate", 0, "learning_rate must be a number greater than 0 and at most 1"),
     ],

@@ -35,7 +35,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
     "01_scoring.ipynb": (
         {"backend": "local", "example_index": 0, "group_size": 4},
         {
-            "example_index": ([0, 1466], [-1, 1467, *NOT_WHOLE]),
+            "example_index": ([0, 1073], [-1, 1074, *NOT_WHOLE]),
             "group_size": ([1, 64], [0, 65, 1_000_000, *NOT_WHOLE]),
         },
     ),
@@ -56,7 +56,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "max_tokens": ([None, 1, 256], [0, 257, 1024, *NOT_WHOLE]),
             "temperature": ([0, 0.0, 0.01, 2, 2.0], [-0.01, 0.001, 2.01, 5, *NOT_NUMBERS]),
             "completion_window": (["balanced", "flex"], ["asap", "priority", "15m", None]),
-            "example_index": ([0, 1466], [-1, 1467, *NOT_WHOLE]),
+            "example_index": ([0, 1073], [-1, 1074, *NOT_WHOLE]),
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
     ),
@@ -79,7 +79,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
         {
             "steps": ([None, 1, 10_000], [0, 10_001, *NOT_WHOLE]),
             "group_size": ([2, 64], [1, 0, 65, 1_000_000, *NOT_WHOLE]),
-            "groups_per_step": ([1, 1467], [0, 1468, 5000, *NOT_WHOLE]),
+            "groups_per_step": ([1, 1074], [0, 1075, 5000, *NOT_WHOLE]),
             "learning_rate": ([None, 1e-9, 1, 1.0], [0, -1e-3, 1.01, *NOT_NUMBERS]),
             "max_tokens": ([None, 1, 256], [0, 257, *NOT_WHOLE]),
             "temperature": ([0, 0.01, 2], [-0.01, 0.005, 2.01, 5, *NOT_NUMBERS]),
@@ -365,7 +365,7 @@ def test_counting_policy_raises_only_when_every_rollout_failed() -> None:
             NAN,
             "temperature must be 0 (greedy) or a number from 0.01",
         ),
-        ("04_training_loop.ipynb", "groups_per_step", 5000, "from 1 to 1467 (the local backend"),
+        ("04_training_loop.ipynb", "groups_per_step", 5000, "from 1 to 1074 (the local backend"),
         ("04_training_loop.ipynb", "learning_rate", INF, "greater than 0 and at most 1"),
         ("07_sandboxed_rollouts.ipynb", "group_size", 100, "group_size must be a whole number"),
     ],
