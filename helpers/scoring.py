@@ -32,19 +32,36 @@ def extract_boxed(text: str) -> str | None:
 
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+# A solution that names its answer outright: "The answer is 7", "Answer: $7".
+ANSWER_CUE = re.compile(r"\banswer\s*(?:is|:|=)\s*(?:\\\(\s*)?\\?\$?\s*", re.IGNORECASE)
+# An aside in plain parentheses, "(84 eggs in all)"; LaTeX's \( ... \) is not one.
+ASIDE = re.compile(r"(?<!\\)\([^()]*(?<!\\)\)")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def final_answer(reference: str) -> str:
     """The answer a reference solution arrives at.
 
-    orca-math's `answer` column is a worked solution in prose, so the answer is its
-    boxed value if it has one, else the last number it writes, else the whole text.
+    orca-math's `answer` column is a worked solution in prose. Its answer is, in order of
+    trust: its boxed value; the number after its last "the answer is"; else, in its last
+    sentence with a number (asides in parentheses dropped), the first number after the
+    last "=", or the last number when that sentence has no "=". Else the whole text.
     """
     boxed = extract_boxed(reference)
     if boxed is not None:
         return boxed
-    numbers = NUMBER.findall(reference)
-    return numbers[-1].rstrip(",") if numbers else reference
+    for cue in reversed(list(ANSWER_CUE.finditer(reference))):
+        named = NUMBER.match(reference, cue.end())
+        if named:
+            return named.group().rstrip(",")
+    sentences = SENTENCE_END.split(ASIDE.sub(" ", reference))
+    last = next((s for s in reversed(sentences) if NUMBER.search(s)), None)
+    if last is None:
+        return reference
+    _, equals, result = last.rpartition("=")
+    if equals and (computed := NUMBER.search(result)):
+        return computed.group().rstrip(",")
+    return NUMBER.findall(last)[-1].rstrip(",")
 
 
 def normalize_answer(answer: str) -> str:
@@ -69,12 +86,35 @@ def answer_matches(completion: str, reference: str) -> bool:
     return normalize_answer(boxed) == normalize_answer(final_answer(reference))
 
 
+THINK_CLOSE = "</think>"
+
+
+def graded_text(renderer: Any, action: list[int]) -> str | None:
+    """The part of a completion the grader reads: the text after its thinking, if any.
+
+    None when there is no answer to grade: the completion did not stop on the renderer's
+    stop token (cut off at max_tokens), never closed its thinking with `</think>`, or
+    opened a new `<think>` after it.
+    """
+    try:
+        _, termination = renderer.parse_response(action)
+    except RendererError:
+        # Two stop tokens: Sail stops at the first, but a policy that is not a sampler
+        # can send anything. Unparseable counts as no answer, never as a crash.
+        return None
+    if not termination.is_clean:
+        return None
+    stop_at = next(i for i, token in enumerate(action) if token in renderer.get_stop_sequences())
+    _, closed, answer = renderer.tokenizer.decode(action[:stop_at]).rpartition(THINK_CLOSE)
+    return answer if closed and "<think>" not in answer else None
+
+
 class MathEnv(Env):
     """One question, one sampled answer, one reward.
 
-    Reward: 1 for a correct boxed answer, minus 0.1 when the format is wrong (no box,
-    or the completion did not end with the renderer's stop token). So the four
-    possible rewards are 1, 0.9, 0 and -0.1.
+    Reward: 1 for a correct boxed answer, minus 0.1 when the format is wrong (no answer to
+    grade, see `graded_text`, or no box in it). So the three possible rewards are 1, 0
+    and -0.1.
     """
 
     def __init__(self, question: str, answer: str, renderer: Any) -> None:
@@ -87,16 +127,12 @@ class MathEnv(Env):
         return self.renderer.build_generation_prompt(convo), self.renderer.get_stop_sequences()
 
     async def step(self, action: list[int], *, extra: Any = None) -> StepResult:
-        try:
-            message, termination = self.renderer.parse_response(action)
-        except RendererError:
-            # Two stop tokens: Sail stops at the first, but a policy that is not a sampler
-            # can send anything. Unparseable counts as badly formatted, never as a crash.
-            text, clean = "", False
-        else:
-            text, clean = renderers.get_text_content(message), termination.is_clean
-        correct_format = float(extract_boxed(text) is not None and clean)
-        correct_answer = float(answer_matches(text, self.answer))
+        text = graded_text(self.renderer, action)
+        correct_format = float(text is not None and extract_boxed(text) is not None)
+        correct_answer = float(text is not None and answer_matches(text, self.answer))
+        return self.scored(correct_answer, correct_format)
+
+    def scored(self, correct_answer: float, correct_format: float) -> StepResult:
         return StepResult(
             reward=correct_answer - 0.1 * (1.0 - correct_format),
             episode_done=True,
@@ -107,6 +143,23 @@ class MathEnv(Env):
         )
 
 
+class GuideMathEnv(MathEnv):
+    """MathEnv with the guide's `step`, kept to compare against: it grades
+    `renderers.get_text_content(message)`, which is the whole completion, thinking included,
+    when `</think>` never came or sampling was cut off."""
+
+    async def step(self, action: list[int], *, extra: Any = None) -> StepResult:
+        try:
+            message, termination = self.renderer.parse_response(action)
+        except RendererError:
+            text, clean = "", False
+        else:
+            text, clean = renderers.get_text_content(message), termination.is_clean
+        correct_format = float(extract_boxed(text) is not None and clean)
+        correct_answer = float(answer_matches(text, self.answer))
+        return self.scored(correct_answer, correct_format)
+
+
 @dataclass(frozen=True)
 class MathGroupBuilder(EnvGroupBuilder):
     """Fans one problem out into `group_size` environments: GRPO compares their rewards."""
@@ -114,10 +167,11 @@ class MathGroupBuilder(EnvGroupBuilder):
     row: dict
     renderer: Any
     group_size: int
+    grader: type[MathEnv] = MathEnv
 
     async def make_envs(self) -> list[MathEnv]:
         return [
-            MathEnv(self.row["question"], self.row["answer"], self.renderer)
+            self.grader(self.row["question"], self.row["answer"], self.renderer)
             for _ in range(self.group_size)
         ]
 

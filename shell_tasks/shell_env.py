@@ -4,8 +4,11 @@ Action format: the policy answers with a ```bash fenced block. Its contents run 
 bash script in the task's working directory inside a sandbox; then `tests/test.sh` runs
 in the same sandbox, and the reward is what it writes to /logs/verifier/reward.txt in
 this grading (see `shell_tasks.harbor_task.run_verifier`: what the script left in the
-verifier's directories does not count). Text outside the block, thinking included, is
-never executed; without a block, nothing runs but the tests.
+verifier's directories does not count). The block is looked for only in the reply's answer,
+by notebook 01's rule (`helpers.scoring.graded_text`): the text after a closed `</think>`,
+in a reply that stopped on its stop token. Text outside the block, thinking included, is
+never executed; a reply cut off or still thinking, or one without a block, runs nothing but
+the tests.
 
 The group builder takes any sandbox factory with `sail.tinker_sandbox_factory`'s shape
 (`factory(env_dir, timeout_seconds)`), so the same code runs on Sailboxes or locally.
@@ -25,11 +28,12 @@ from typing import Literal
 import tinker
 from tinker_cookbook.completers import StopCondition
 from tinker_cookbook.renderers import get_renderer
-from tinker_cookbook.renderers.base import Message, Renderer, get_text_content
+from tinker_cookbook.renderers.base import Message, Renderer
 from tinker_cookbook.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, StepResult
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
+from helpers.scoring import graded_text
 from shell_tasks.harbor_task import HarborTaskDir, load_harbor_task, run_verifier
 
 logger = logging.getLogger(__name__)
@@ -82,8 +86,8 @@ class ShellTaskEnv(Env):
         return prompt, self.renderer.get_stop_sequences()
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
-        message, _ = self.renderer.parse_response(action)
-        script = extract_bash_script(get_text_content(message))
+        answer = graded_text(self.renderer, action)
+        script = None if answer is None else extract_bash_script(answer)
         metrics: dict[str, float | int] = {"has_bash_block": float(script is not None)}
         logs: dict[str, str | int | float] = {}
         if script is not None:

@@ -111,7 +111,7 @@ def test_scoring_solutions(renderer, reference: str, completion: str, expected: 
 
 def test_the_guides_fooling_reference_fools_final_answer() -> None:
     section = " ".join(guide_section("01_scoring").split())
-    reference = "He has 7 + 5 = 12 apples, 2 more than Sam."
+    reference = "He has 12 apples, 2 more than Sam."
     assert reference in section and "(`final_answer` gives 2)" in section
     assert final_answer(reference) == "2"
 
@@ -176,6 +176,6 @@ def test_eight_tokens_stop_on_length_and_pay_the_format_penalty(local_stack, ren
 
     results = asyncio.run(sample())
     assert all(length == 8 for length, _ in results), results  # every sample hit max_tokens
-    assert all(reward <= 0.9 for _, reward in results), results
-    assert sum(reward == -0.1 for _, reward in results) >= 3, results
-    assert "nearly all get **−0.1**" in " ".join(guide_section("02_snapshot_and_serve").split())
+    # A cut-off completion has no answer to grade (notebook 01): each one earns -0.1.
+    assert all(reward == pytest.approx(-0.1) for _, reward in results), results
+    assert "all get **−0.1**" in " ".join(guide_section("02_snapshot_and_serve").split())

@@ -295,7 +295,7 @@ def test_notebook_01_exercises_change_what_they_say(tmp_path: Path) -> None:
         '("negative", {"question": "What is 3 minus 5?", "answer": "3 - 5 = -2."}, '
         'f"</think>\\\\boxed{{-2}}{END}")'
     )
-    fooling = '("So the answer is 12, which is 4 more than 8.", "12")'
+    fooling = '("Ann has 12 stickers, which is 4 more than Ben\'s 8.", "12")'
     notebook = edited(
         "01_scoring.ipynb",
         tmp_path,
@@ -310,7 +310,7 @@ def test_notebook_01_exercises_change_what_they_say(tmp_path: Path) -> None:
         ],
         f'print("{PROBE}" + json.dumps({{"table": table, '
         '"heuristic": json.loads(heuristic.to_json(orient="records")), '
-        '"prompt": course.tokenizer.decode(prompt_tokens)}))',
+        '"prompt": course.tokenizer.decode(prompt_tokens), "group_rewards": rewards}))',
     )
     executed = succeeded(
         run(notebook, tmp_path / "out.ipynb", {"example_index": 7}, environment(tmp_path))
@@ -320,8 +320,13 @@ def test_notebook_01_exercises_change_what_they_say(tmp_path: Path) -> None:
     assert rewards["negative"] == 1.0
     # The penalty moved from 0.1 to 0.5 for every badly formed case, and only for those.
     assert rewards["unboxed"] == -0.5 and rewards["box left open"] == -0.5
-    assert rewards["truncated, no stop token"] == 0.5
+    assert rewards["truncated, no stop token"] == -0.5
+    assert rewards["1,000 vs 1000, no stop"] == -0.5
     assert rewards["correct"] == 1.0 and rewards["wrong"] == 0.0
+    # The group (correct, wrong, unboxed, truncated): its mean falls to 0, so the wrong but
+    # well-formed answer's advantage is 0, as the instructor guide says.
+    group = seen["group_rewards"]
+    assert [round(r - sum(group) / len(group), 3) for r in group] == [1.0, 0.0, -0.5, -0.5]
     last = seen["heuristic"][-1]
     assert last["final_answer"] == "8" and last["right?"] is False
     train = arithmetic_dataset()["train"]

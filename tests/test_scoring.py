@@ -83,7 +83,7 @@ def score(renderer, completion: str, answer: str = "7 + 12 = 19.") -> tuple[floa
         (rf"</think>The answer is \boxed{{19}}.{END}", 1.0),
         (rf"</think>The answer is \boxed{{18}}.{END}", 0.0),
         (f"</think>The answer is 19.{END}", -0.1),
-        (r"</think>The answer is \boxed{19}.", 0.9),
+        (r"</think>The answer is \boxed{19}.", -0.1),  # cut off: no answer to grade
         (rf"</think>\boxed{{ 19 }}{END}", 1.0),
         (rf"</think>\boxed{{18}} no, \boxed{{19}}{END}", 1.0),
     ],
@@ -125,10 +125,10 @@ def runner():
     ),
     reference=st.one_of(st.text(max_size=40), st.integers().map(str)),
 )
-def test_scorer_never_raises_and_reward_is_one_of_four(
+def test_scorer_never_raises_and_reward_is_one_of_three(
     renderer, runner, text: str, reference: str
 ) -> None:
     """10,000 generated strings: tokenize, parse, score; never an exception."""
     tokens = offline_kimi_tokenizer().encode(text)
     result = runner.run(MathEnv("q", reference, renderer).step(tokens))
-    assert round(result.reward, 6) in {-0.1, 0.0, 0.9, 1.0}
+    assert round(result.reward, 6) in {-0.1, 0.0, 1.0}

@@ -379,7 +379,7 @@ def without(datum: types.Datum, key: str) -> types.Datum:
         ([without(rl_datum(), "advantages")], "importance_sampling", "takes loss_fn_inputs"),
         ([rl_datum(), rl_datum(n_prompt=300)], "importance_sampling", "datum 1: model_input"),
         ([rl_datum()], "cross_entropy", "takes loss_fn_inputs"),
-        ([rl_datum()], "ppo", "not available locally"),
+        ([rl_datum()], "dro", "not available locally"),
     ],
 )
 def test_malformed_requests_are_refused_and_the_model_keeps_working(

@@ -4,8 +4,11 @@ What Tinker documents, and this module reproduces:
 - A Datum is one sequence: `model_input` (T tokens) and per-position `loss_fn_inputs`, all
   aligned so position t of the input predicts `target_tokens[t]`.
 - Losses are sums over tokens and over datums, never means:
-  `cross_entropy` = -sum(weights * logp) and
-  `importance_sampling` = -sum(exp(logp - sampler_logp) * advantages).
+  `cross_entropy` = -sum(weights * logp),
+  `importance_sampling` = -sum(ratio * advantages), with ratio = exp(logp - sampler_logp),
+  `ppo` = -sum(min(ratio * advantages, clip(ratio) * advantages)) and
+  `cispo` = -sum(stop_gradient(clip(ratio)) * logp * advantages), where clip clamps to
+  [clip_low_threshold, clip_high_threshold] from `loss_fn_config`.
 - `forward_backward` returns each datum's per-token logprobs of its targets and adds the
   gradient of the summed loss to the accumulated gradients; only `optim_step` consumes them.
 - `optim_step` is `torch.optim.AdamW` with the step's own learning rate, betas, eps,
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -54,23 +57,94 @@ def importance_sampling_loss(
     return -(torch.exp(logprobs_T - sampler_logprobs_T) * advantages_T).sum()
 
 
+# ppo and cispo as Tinker's loss documentation defines them, formulas and defaults:
+# https://tinker-docs.thinkingmachines.ai/tinker/losses/ppo (the clip is 0.2 on either
+# side: thresholds 0.8 and 1.2) and https://tinker-docs.thinkingmachines.ai/tinker/losses/cispo
+# (by default no lower bound and an upper one of 4: thresholds 0.0 and 4.0). Both take
+# `loss_fn_config={"clip_low_threshold": ..., "clip_high_threshold": ...}`, bounds on the
+# ratio itself, not on its distance from 1.
+def ppo_loss(
+    logprobs_T: torch.Tensor,
+    sampler_logprobs_T: torch.Tensor,
+    advantages_T: torch.Tensor,
+    *,
+    clip_low_threshold: float,
+    clip_high_threshold: float,
+) -> torch.Tensor:
+    """PPO's clipped objective, token by token: the smaller of the plain and the clipped
+    ratio times the advantage, so a token whose ratio has already moved past the clip in the
+    advantage's direction stops getting a gradient."""
+    ratio_T = torch.exp(logprobs_T - sampler_logprobs_T)
+    clipped_T = torch.clamp(ratio_T, clip_low_threshold, clip_high_threshold)
+    return -torch.min(ratio_T * advantages_T, clipped_T * advantages_T).sum()
+
+
+def cispo_loss(
+    logprobs_T: torch.Tensor,
+    sampler_logprobs_T: torch.Tensor,
+    advantages_T: torch.Tensor,
+    *,
+    clip_low_threshold: float,
+    clip_high_threshold: float,
+) -> torch.Tensor:
+    """CISPO: the clipped ratio, as a constant, weighs each token's logprob times its
+    advantage, so clipping bounds a token's weight but never takes its gradient away."""
+    ratio_T = torch.exp(logprobs_T - sampler_logprobs_T)
+    weight_T = torch.clamp(ratio_T, clip_low_threshold, clip_high_threshold).detach()
+    return -(weight_T * logprobs_T * advantages_T).sum()
+
+
 @dataclass(frozen=True)
 class LossFn:
-    """A built-in loss: the float inputs it reads besides target_tokens, and its formula."""
+    """A built-in loss: the float inputs it reads besides target_tokens, its formula, and
+    the `loss_fn_config` keys it takes, with their defaults."""
 
     inputs: tuple[str, ...]
     compute: Callable[..., torch.Tensor]
+    config_defaults: Mapping[str, float] = field(default_factory=dict)
 
-    def __call__(self, logprobs_T: torch.Tensor, datum: TrainingDatum) -> torch.Tensor:
+    def __call__(
+        self, logprobs_T: torch.Tensor, datum: TrainingDatum, config: Mapping[str, float]
+    ) -> torch.Tensor:
         return self.compute(
-            logprobs_T, *(torch.from_numpy(datum.loss_inputs[k]) for k in self.inputs)
+            logprobs_T, *(torch.from_numpy(datum.loss_inputs[k]) for k in self.inputs), **config
         )
 
 
+RL_INPUTS = ("logprobs", "advantages")
 LOSS_FNS: dict[str, LossFn] = {
     "cross_entropy": LossFn(("weights",), cross_entropy_loss),
-    "importance_sampling": LossFn(("logprobs", "advantages"), importance_sampling_loss),
+    "importance_sampling": LossFn(RL_INPUTS, importance_sampling_loss),
+    "ppo": LossFn(RL_INPUTS, ppo_loss, {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}),
+    "cispo": LossFn(RL_INPUTS, cispo_loss, {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0}),
 }
+# The range of each config value the local stack accepts, and how its 400 message says so.
+LOSS_CONFIG_RANGES: dict[str, tuple[float, float]] = {
+    "clip_low_threshold": (0.0, 1.0),
+    "clip_high_threshold": (1.0, 100.0),
+}
+
+
+def loss_config(loss_fn: str, given: Mapping[str, float]) -> dict[str, float]:
+    """The config `loss_fn` runs with: its defaults, overridden by `given` once checked.
+
+    Raises ValueError, in one sentence, for a key the loss does not take or a value out of
+    its range (a clip threshold is a bound on the ratio: low at most 1, high at least 1).
+    """
+    defaults = LOSS_FNS[loss_fn].config_defaults
+    if given and not defaults:
+        raise ValueError(f"{loss_fn} takes no loss_fn_config; got keys {sorted(given)!s:.200}")
+    for key, value in given.items():
+        if key not in defaults:
+            raise ValueError(
+                f"{loss_fn} takes loss_fn_config keys {sorted(defaults)}; got {key!r:.40}"
+            )
+        low, high = LOSS_CONFIG_RANGES[key]
+        if not (math.isfinite(value) and low <= value <= high):
+            raise ValueError(
+                f"loss_fn_config[{key!r}] must be a number from {low:g} to {high:g}; got {value!r}"
+            )
+    return {**defaults, **given}
 
 
 class MalformedDatum(ValueError):
@@ -172,21 +246,27 @@ class LoraTrainer:
         self.optimizer = torch.optim.AdamW(self.params.values(), foreach=False)
 
     def forward_backward(
-        self, data: Sequence[TrainingDatum], loss_fn: str, *, backward: bool = True
+        self,
+        data: Sequence[TrainingDatum],
+        loss_fn: str,
+        *,
+        backward: bool = True,
+        config: Mapping[str, float] | None = None,
     ) -> ForwardBackwardResult:
         """Logprobs and summed loss for `data`; with `backward`, accumulate its gradient.
 
-        The data must have passed `check_datum` (the server checks before queueing). A
-        non-finite loss or gradient raises NonFiniteUpdate and leaves the accumulated
-        gradients exactly as they were.
+        The data must have passed `check_datum` and `config` `loss_config` (the server checks
+        both before queueing; None means the loss's defaults). A non-finite loss or gradient
+        raises NonFiniteUpdate and leaves the accumulated gradients exactly as they were.
         """
+        config = loss_config(loss_fn, {}) if config is None else config
         if not backward:
-            return self._forward_backward(data, loss_fn, backward=False)
+            return self._forward_backward(data, loss_fn, config, backward=False)
         grads_before = {
             name: None if p.grad is None else p.grad.clone() for name, p in self.params.items()
         }
         try:
-            result = self._forward_backward(data, loss_fn, backward=True)
+            result = self._forward_backward(data, loss_fn, config, backward=True)
             if not _all_finite(p.grad for p in self.params.values() if p.grad is not None):
                 raise NonFiniteUpdate("the gradient of this batch is not finite")
         except NonFiniteUpdate as e:
@@ -196,7 +276,12 @@ class LoraTrainer:
         return result
 
     def _forward_backward(
-        self, data: Sequence[TrainingDatum], loss_fn: str, *, backward: bool
+        self,
+        data: Sequence[TrainingDatum],
+        loss_fn: str,
+        config: Mapping[str, float],
+        *,
+        backward: bool,
     ) -> ForwardBackwardResult:
         spec = LOSS_FNS[loss_fn]
         logprobs: list[np.ndarray] = []
@@ -205,7 +290,7 @@ class LoraTrainer:
             chunk = data[start : start + MICRO_BATCH]
             with torch.set_grad_enabled(backward):
                 logprobs_DT = self._target_logprobs(chunk)
-                losses = [spec(lp_T, d) for d, lp_T in zip(chunk, logprobs_DT, strict=True)]
+                losses = [spec(lp_T, d, config) for d, lp_T in zip(chunk, logprobs_DT, strict=True)]
                 loss = torch.stack(losses).sum()
             if backward:
                 if not torch.isfinite(loss):

@@ -19,7 +19,13 @@ from tinker.proto import tinker_public_pb2 as pb
 
 from local_stack.engine.checkpoints import CheckpointRef, RunInfo, check_name, check_ttl
 from local_stack.engine.model import BASE_MODEL_NAME, MAX_CONTEXT_TOKENS
-from local_stack.engine.trainer import LOSS_FNS, MalformedDatum, TrainingDatum, check_datum
+from local_stack.engine.trainer import (
+    LOSS_FNS,
+    MalformedDatum,
+    TrainingDatum,
+    check_datum,
+    loss_config,
+)
 from local_stack.tinker import wire
 
 MAX_LORA_RANK = 128
@@ -134,14 +140,14 @@ class ForwardBackward:
     data: list[TrainingDatum]
     loss_fn: str
     backward: bool
+    config: dict[str, float]
 
 
 def forward_backward(msg: pb.ForwardBackwardRequest) -> ForwardBackward:
     if msg.loss_fn not in LOSS_FNS:
         available = ", ".join(sorted(LOSS_FNS))
         raise ValueError(f"loss_fn {msg.loss_fn!r:.40} is not available locally: {available}")
-    if msg.loss_fn_config or msg.loss_fn_config_v2:
-        raise ValueError(f"{msg.loss_fn} takes no loss_fn_config")
+    config = loss_config(msg.loss_fn, sent_loss_config(msg))
     if not msg.data:
         raise ValueError("forward_backward needs at least one datum")
     data = []
@@ -151,7 +157,22 @@ def forward_backward(msg: pb.ForwardBackwardRequest) -> ForwardBackward:
             check_datum(data[-1], msg.loss_fn, MAX_CONTEXT_TOKENS)
         except MalformedDatum as e:
             raise MalformedDatum(f"datum {i}: {e}") from e
-    return ForwardBackward(data, msg.loss_fn, backward=not msg.forward_only)
+    return ForwardBackward(data, msg.loss_fn, backward=not msg.forward_only, config=config)
+
+
+def sent_loss_config(msg: pb.ForwardBackwardRequest) -> dict[str, float]:
+    """The loss_fn_config as sent: `loss_fn_config_v2` when set (the SDK writes both, and the
+    proto says servers prefer v2), else the legacy float map. Its values must be numbers."""
+    if not msg.loss_fn_config_v2:
+        return dict(msg.loss_fn_config)
+    config = {}
+    for key, value in msg.loss_fn_config_v2.items():
+        if value.WhichOneof("value") != "number":
+            raise ValueError(
+                f"loss_fn_config[{key!r:.40}] must be a number; got {value.text!r:.40}"
+            )
+        config[key] = value.number
+    return config
 
 
 def adam_params(message: dict) -> types.AdamParams:

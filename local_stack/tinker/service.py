@@ -235,7 +235,11 @@ class TinkerService:
         self, model: TrainingModel, req: ForwardBackward
     ) -> Callable[[], Result] | StepPart:
         job = functools.partial(
-            model.trainer.forward_backward, req.data, req.loss_fn, backward=req.backward
+            model.trainer.forward_backward,
+            req.data,
+            req.loss_fn,
+            backward=req.backward,
+            config=req.config,
         )
         return StepPart(job, ends_step=False) if req.backward else job  # forward-only: no step
 
