@@ -23,7 +23,12 @@ import peft
 import torch
 
 from local_stack.engine.compute import run_compute
-from local_stack.engine.model import ADAPTER_CONFIG_PATH, load_base_model
+from local_stack.engine.model import (
+    ADAPTER_CONFIG_PATH,
+    BASE_MODEL_DIRS,
+    BASE_MODEL_NAME,
+    load_base_model,
+)
 from local_stack.http import ApiError, strict_json
 from local_stack.sail.adapter_archive import Archive, fetch_archive, read_adapter_archive
 from local_stack.sail.requests import LoraSource, is_finite_number
@@ -207,7 +212,7 @@ def apply_adapter(files: dict[str, bytes], param: str = _PARAM) -> torch.nn.Modu
     """A fresh base model with the adapter loaded by PEFT itself, left un-merged (exact).
 
     Blocking torch work: call it on the compute thread."""
-    base, _ = load_base_model()
+    base, _ = load_base_model(_trained_on(files))
     with tempfile.TemporaryDirectory() as tmp:
         for name, content in files.items():
             Path(tmp, name).write_bytes(content)
@@ -220,3 +225,12 @@ def apply_adapter(files: dict[str, bytes], param: str = _PARAM) -> torch.nn.Modu
                 code=ADAPTER_LOAD_FAILED,
             ) from None
     return model.eval()
+
+
+def _trained_on(files: dict[str, bytes]) -> str:
+    """The served base model the adapter's config names; the default one if it names none."""
+    try:
+        named = json.loads(files["adapter_config.json"]).get("base_model_name_or_path")
+    except (KeyError, ValueError, AttributeError):
+        named = None
+    return named if isinstance(named, str) and named in BASE_MODEL_DIRS else BASE_MODEL_NAME

@@ -81,7 +81,7 @@ async def _stop_service(app: web.Application) -> None:
 async def create_response(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     body = await read_json(request, max_bytes=MAX_BODY_BYTES)
-    stored = await service.create(parse_sampling_request(body, service.vocab))
+    stored = await service.create(parse_sampling_request(body, service.vocabs))
     if stored.request.background:
         return web.json_response(service.queued_body(stored))
     return web.json_response(await service.wait_until_done(stored))
