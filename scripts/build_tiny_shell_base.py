@@ -254,7 +254,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=MODEL_DIR,
+        help="to compare a rebuild with the shipped files",
+    )
     args = parser.parse_args()
+    out = args.output_dir
     torch.set_num_threads(TORCH_THREADS)
     started = time.perf_counter()
     renderer = offline_kimi_renderer()
@@ -262,15 +269,17 @@ def main() -> None:
     print(f"vocab: {vocab.size} ids")
     train = task_family.instances("train", TRAIN_INSTANCES)
     model = warm_up(vocab, renderer, train, args.steps, args.batch_size)
-    MODEL_DIR.mkdir(parents=True, exist_ok=True)
-    vocab.save(MODEL_DIR / VOCAB_PATH.name)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab.save(out / VOCAB_PATH.name)
     architecture = json.loads(tiny_llama_config(vocab.size).to_json_string())
-    (MODEL_DIR / ARCHITECTURE_FILE).write_text(json.dumps(architecture, indent=1, sort_keys=True))
+    (out / ARCHITECTURE_FILE).write_text(json.dumps(architecture, indent=1, sort_keys=True))
     state = {name: t.detach().contiguous() for name, t in model.state_dict().items()}
-    save_file(state, MODEL_DIR / WEIGHTS_PATH.name)
+    save_file(state, out / WEIGHTS_PATH.name)
     print(f"built in {time.perf_counter() - started:.1f} s")
     for name in (WEIGHTS_PATH.name, VOCAB_PATH.name, ARCHITECTURE_FILE):
-        print(f"sha256 {sha256(MODEL_DIR / name)}  {name}")
+        print(f"sha256 {sha256(out / name)}  {name}")
+    if out != MODEL_DIR:
+        return
     base, vocab = load_base_model(SHELL_MODEL_NAME)
     held_out = task_family.instances("held_out", HELD_OUT_SAMPLES)
     metrics = evaluate(base, vocab, renderer, held_out)

@@ -57,8 +57,11 @@ def policy_model_name(backend: str) -> str:
 
 
 def shell_course(course: Any) -> Any:
-    """`course` with the shell policy as its model, so notebook 04's helpers sample from it."""
-    return dataclasses.replace(course, model_name=policy_model_name(course.backend))
+    """`course` with the shell policy as its model, so notebook 04's helpers train and sample
+    it; the adapter config Sail checks each LoRA against names that model as its base."""
+    model_name = policy_model_name(course.backend)
+    adapter_config = course.adapter_config | {"base_model_name_or_path": model_name}
+    return dataclasses.replace(course, model_name=model_name, adapter_config=adapter_config)
 
 
 def group_builders(
