@@ -6,7 +6,9 @@ local sandbox (`shell_tasks.sandboxes.sandbox_factory("local")`, no network) and
 `run_verifier` grades it. It prints, and writes to `runs/<run-name>/`:
 - `metrics.jsonl`, one line per step with its `reward`, as notebook 04 writes it;
 - the mean reward of the first and last third of the steps, and their difference;
-- held-out pass@1 before and after, with the course's paired bootstrap interval of the gain.
+- held-out pass@1 before and after, with the course's paired bootstrap interval of the gain;
+- `scripts.json`, every script the policy ran in training with its count, and in the summary
+  those that name the grader's files (`TAMPERING`): what a reward hacker would try.
 With `--seeds 0 1 2 3 4` it repeats the run per seed and counts the seeds whose held-out gain
 has its 95% interval above 0 (issue 29 asks for at least 4 of 5).
 It exits 1 when the first run's last-third mean reward does not exceed its first third's by
@@ -20,13 +22,18 @@ import asyncio
 import json
 import os
 import random
+import re
 import statistics
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# A script that names the grader's directories or its answer is an attempt to score without
+# solving the task; the run lists every such script it saw (they all score 0).
+TAMPERING = re.compile(r"/logs|/tests|reward|EXPECTED|test\.sh")
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,7 @@ async def train_once(settings: ShellRunSettings, seed: int, run_dir: Path) -> di
 
     before = await held_out_now(f"{run_dir.name}-before")
     order = random.Random(seed)
-    started, rewards = time.perf_counter(), []
+    started, rewards, scripts_seen = time.perf_counter(), [], Counter()
     with open(run_dir / "metrics.jsonl", "w") as log:
         for step in range(settings.steps):
             indices = order.sample(range(100_000), settings.groups_per_step)
@@ -99,7 +106,9 @@ async def train_once(settings: ShellRunSettings, seed: int, run_dir: Path) -> di
                 task_family.write_task(task_family.instance("train", i), tasks_root)
                 for i in indices
             ]
-            record = await run_shell_step(step, task_dirs, loop, training_client, course, factory)
+            record = await run_shell_step(
+                step, task_dirs, loop, training_client, course, factory, scripts_seen
+            )
             log.write(json.dumps(record) + "\n")
             log.flush()
             rewards.append(record["reward"])
@@ -109,6 +118,7 @@ async def train_once(settings: ShellRunSettings, seed: int, run_dir: Path) -> di
                 flush=True,
             )
     training_seconds = time.perf_counter() - started
+    (run_dir / "scripts.json").write_text(json.dumps(scripts_seen.most_common(), indent=1))
     after = await held_out_now(f"{run_dir.name}-after")
     first, last = thirds(rewards)
     gain_low, gain_high = bootstrap_interval(before["problems"], after["problems"])["correct"]
@@ -122,6 +132,8 @@ async def train_once(settings: ShellRunSettings, seed: int, run_dir: Path) -> di
         "held_out_gain_interval": [gain_low, gain_high],
         "held_out_format_before": before["format"],
         "held_out_format_after": after["format"],
+        "distinct_scripts": len(scripts_seen),
+        "tampering_scripts": [s for s in scripts_seen if TAMPERING.search(s)],
     }
 
 
@@ -154,7 +166,8 @@ def main() -> None:
                 f"{result['last_third_reward']:.3f} "
                 f"(+{result['last_third_reward'] - result['first_third_reward']:.3f}); held-out "
                 f"pass@1 {result['held_out_before']:.3f} -> {result['held_out_after']:.3f} "
-                f"(gain 95% interval {low:+.3f} to {high:+.3f})",
+                f"(gain 95% interval {low:+.3f} to {high:+.3f}); {result['distinct_scripts']} "
+                f"distinct scripts, {len(result['tampering_scripts'])} naming the grader's files",
                 flush=True,
             )
             results.append(result)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -97,8 +98,11 @@ async def run_shell_step(
     training_client: Any,
     course: Any,
     sandbox_factory: SandboxFactory,
+    scripts_seen: Counter[str] | None = None,
 ) -> dict:
-    """One step of notebook 04's loop on shell tasks; returns what it logs (with `reward`)."""
+    """One step of notebook 04's loop on shell tasks; returns what it logs (with `reward`).
+
+    `scripts_seen`, if given, counts every script the policy ran, to read what it tried."""
     started = time.monotonic()
     policy = await snapshot_policy(
         f"{settings.run_name}-step-{step}", settings, training_client, course
@@ -108,6 +112,13 @@ async def run_shell_step(
     groups, dropped_rollouts = await rollout_groups(builders, policy)
     await delete_checkpoint(course.service_client, policy.checkpoint_path)
     sampled = time.monotonic()
+    if scripts_seen is not None:
+        scripts_seen.update(
+            t.transitions[-1].logs["script"]
+            for g in groups
+            for t in g.trajectories_G
+            if "script" in t.transitions[-1].logs
+        )
     training_groups, degenerate_groups = split_degenerate_groups(groups)
     data, training_metrics = [], {}
     if training_groups:
