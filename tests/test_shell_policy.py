@@ -104,3 +104,11 @@ def test_one_sandboxed_step_of_notebook_04s_loop_trains(local_stack, tmp_path) -
     # 4 groups of 8 from a base model right a third of the time: some group varies.
     assert not record["skipped"] and record["datums"] > 0
     assert record["sampled_tokens"] > 0
+
+
+def test_the_shipped_vocabulary_is_the_one_todays_prompts_and_replies_need(renderer) -> None:
+    """Changing the system prompt or the family's instructions needs a rebuild of the shell
+    model (`scripts/build_tiny_shell_base.py`): its prompts would hold unknown tokens."""
+    from scripts.build_tiny_shell_base import build_vocab
+
+    assert build_vocab(renderer) == load_base_model(SHELL_MODEL_NAME)[1]
