@@ -4,6 +4,7 @@ graded in real sandboxes, and no way to score by tampering with the grader."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -77,6 +78,21 @@ def test_an_instance_is_the_same_every_time_and_its_answer_fits_its_input() -> N
                 item.kind
             ](numbers)
     assert {task_family.instance("train", i).kind for i in range(200)} == set(task_family.KINDS)
+
+
+# What the first 100 instances of each split are, on every machine and hash seed. Changing the
+# generator changes every instance: the measured figures (scripts/train_shell_policy.py) and
+# the shell model's warm-up prompts go with it, so update these only with both redone.
+INSTANCES_SHA256 = {
+    "train": "41c7df4b573423773ede134dd146bc418d617f8590310d1ed1cc0c6e0784269e",
+    "held_out": "b2c580570d9147e1f23e525bc378fd3c36e303ae08c6f335758c8a3ae7bdb2e9",
+}
+
+
+def test_the_instances_are_the_ones_the_figures_were_measured_on() -> None:
+    for split, digest in INSTANCES_SHA256.items():
+        items = repr(task_family.instances(split, 100)).encode()
+        assert hashlib.sha256(items).hexdigest() == digest, split
 
 
 def test_train_and_held_out_instances_are_kept_apart() -> None:
