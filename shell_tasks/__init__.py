@@ -5,6 +5,8 @@
     scripted_policy  the local backend's stand-in for a model that writes shell scripts
     sandboxes        where the sandboxes come from: Sailboxes without network, or the local one
     sandbox_cells    notebook cells that need a sandbox, skipped in one line where none can run
+    task_family      many instances of small shell tasks, generated from a seed per split
+    shell_rl         notebook 04's loop on those tasks, each rollout in its own sandbox
 
 The local sandbox (`local_stack.sandbox`) reads a task's working directory with
 `harbor_task.dockerfile_workdir`, as Sail's factory reads the task's image from its layout.

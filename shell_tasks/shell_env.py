@@ -51,6 +51,14 @@ MAX_COMMAND_OUTPUT_BYTES = 16 * 1024
 _BASH_BLOCK = re.compile(r"```(?:bash|sh)[ \t]*\n(.*?)```", re.DOTALL)
 
 
+def task_messages(instruction: str, workdir: str) -> list[Message]:
+    """The conversation a policy sees for a task (the tiny shell model is built on it)."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT.format(workdir=workdir)},
+        {"role": "user", "content": instruction},
+    ]
+
+
 def extract_bash_script(text: str) -> str | None:
     """The first ```bash (or ```sh) fenced block in `text`, or None when there is none."""
     match = _BASH_BLOCK.search(text)
@@ -76,10 +84,7 @@ class ShellTaskEnv(Env):
         self.grader_timeout = grader_timeout
 
     def messages(self) -> list[Message]:
-        return [
-            {"role": "system", "content": SYSTEM_PROMPT.format(workdir=self.task.workdir)},
-            {"role": "user", "content": self.task.instruction},
-        ]
+        return task_messages(self.task.instruction, self.task.workdir)
 
     async def initial_observation(self) -> tuple[tinker.ModelInput, StopCondition]:
         prompt = self.renderer.build_generation_prompt(self.messages())
@@ -89,7 +94,7 @@ class ShellTaskEnv(Env):
         answer = graded_text(self.renderer, action)
         script = None if answer is None else extract_bash_script(answer)
         metrics: dict[str, float | int] = {"has_bash_block": float(script is not None)}
-        logs: dict[str, str | int | float] = {}
+        logs: dict[str, str | int | float] = {"task": self.task.name}
         if script is not None:
             result = await self.sandbox.run_command(
                 script,

@@ -36,7 +36,12 @@ import safetensors.torch
 import torch
 
 from local_stack.engine.compute import run_compute
-from local_stack.engine.model import ADAPTER_CONFIG_PATH, load_base_model
+from local_stack.engine.model import (
+    ADAPTER_CONFIG_PATH,
+    BASE_MODEL_DIRS,
+    BASE_MODEL_NAME,
+    load_base_model,
+)
 from local_stack.engine.tinker_layout import NotTinkerLayout, to_peft
 from local_stack.http import ApiError, strict_json
 from local_stack.sail.adapter_archive import Archive, fetch_archive, read_adapter_archive
@@ -435,7 +440,7 @@ def apply_adapter(config: dict[str, Any], weights: bytes, param: str = _PARAM) -
     `config` must have passed `check_lora_config`; PEFT reads it re-written from the
     checked values, so nothing the check did not see reaches PEFT. Blocking torch work:
     call it on the compute thread."""
-    base, _ = load_base_model()
+    base, _ = load_base_model(_trained_on(config))
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "adapter_config.json").write_text(json.dumps(config))
         Path(tmp, "adapter_model.safetensors").write_bytes(weights)
@@ -461,3 +466,9 @@ def apply_adapter(config: dict[str, Any], weights: bytes, param: str = _PARAM) -
             code=ADAPTER_LOAD_FAILED,
         )
     return model.eval()
+
+
+def _trained_on(config: dict[str, Any]) -> str:
+    """The served base model the adapter's config names; the default one if it names none."""
+    named = config.get("base_model_name_or_path")
+    return named if isinstance(named, str) and named in BASE_MODEL_DIRS else BASE_MODEL_NAME

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from local_stack.engine.checkpoints import CheckpointRef
-from local_stack.engine.model import BASE_MODEL_NAME, MAX_CONTEXT_TOKENS
+from local_stack.engine.model import BASE_MODEL_DIRS, BASE_MODEL_NAME, MAX_CONTEXT_TOKENS
 from local_stack.engine.sampler import SamplingParams
 from local_stack.engine.vocab import CompactVocab
 from local_stack.http import ApiError, strict_json
@@ -65,9 +66,13 @@ class SamplingRequest:
 
 
 def parse_sampling_request(
-    body: Any, vocab: CompactVocab, *, client: str, archive_prefix: str | None
+    body: Any,
+    vocabs: Mapping[str, CompactVocab],
+    *,
+    client: str,
+    archive_prefix: str | None,
 ) -> SamplingRequest:
-    """Validate a create body the way the real service would.
+    """Validate a create body the way the real service would; `vocabs` by served model.
 
     `client` sent it (its LoRA names are its own, and so is the response); `archive_prefix`
     is where this stack's Tinker serves adapter archives, the only URLs `metadata.lora` may
@@ -76,12 +81,14 @@ def parse_sampling_request(
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     model = body.get("model")
-    if model != BASE_MODEL_NAME:
+    if not isinstance(model, str) or model not in BASE_MODEL_DIRS:
+        served = " or ".join(map(repr, BASE_MODEL_DIRS))
         raise ApiError(
-            f"model {model!r} is not served here; the local stack serves {BASE_MODEL_NAME!r}",
+            f"model {model!r:.80} is not served here; the local stack serves {served}",
             param="model",
             status=404,
         )
+    vocab = vocabs[model]
     if body.get("stream"):
         raise ApiError("stream is not supported for raw-token requests", param="stream")
     prompt = _token_ids(body.get("raw_prompt_tokens"), "raw_prompt_tokens", MAX_CONTEXT_TOKENS)

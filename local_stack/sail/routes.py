@@ -86,7 +86,7 @@ async def create_response(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     body = await read_json(request, max_bytes=MAX_BODY_BYTES)
     parsed = parse_sampling_request(
-        body, service.vocab, client=request[CLIENT], archive_prefix=_archive_prefix(request)
+        body, service.vocabs, client=request[CLIENT], archive_prefix=_archive_prefix(request)
     )
     stored = await service.create(parsed, request[CLIENT])
     if stored.request.background:

@@ -18,7 +18,8 @@ import torch
 
 from kimi import offline_kimi_tokenizer
 from local_stack.control.knobs import ClientKnobs
-from local_stack.engine.model import BASE_MODEL_NAME, load_base_model
+from local_stack.engine.model import BASE_MODEL_DIRS, BASE_MODEL_NAME, load_base_model
+from local_stack.http import ApiError
 from local_stack.sail import wire
 from local_stack.sail.adapters import Adapter, AdapterCache
 from local_stack.sail.batcher import Batcher, Job
@@ -61,14 +62,18 @@ class SailService:
     """State behind the routes: base model, vocabulary, adapters, responses, knobs."""
 
     def __init__(self, knobs: ClientKnobs) -> None:
-        self.base_model, self.vocab = load_base_model()
+        # Every base model the stack serves, by name, with its vocabulary.
+        served = {name: load_base_model(name) for name in BASE_MODEL_DIRS}
+        self.base_models = {name: model for name, (model, _) in served.items()}
+        self.vocabs = {name: vocab for name, (_, vocab) in served.items()}
+        self.base_model, self.vocab = served[BASE_MODEL_NAME]
         self.tokenizer = offline_kimi_tokenizer()  # for the `text` field; slow to build
         self.knobs = knobs
         self.fault_rng = random.Random(knobs.default.seed)
         self.batcher = Batcher(torch.Generator().manual_seed(knobs.default.seed))
         self.adapters = AdapterCache()
         self.files = FileStore()
-        self.loras = LoraRegistry(self.files, (BASE_MODEL_NAME,))
+        self.loras = LoraRegistry(self.files, tuple(BASE_MODEL_DIRS))
         self.responses: dict[str, StoredResponse] = {}
         knobs.default.on_reseed(self.reseed)
 
@@ -94,9 +99,17 @@ class SailService:
         """
         knobs = self.knobs.of(client)
         arrived, latency = time.monotonic(), knobs.latency
-        model_key, model = "base", self.base_model
+        model_key, model = f"base:{request.model}", self.base_models[request.model]
+        vocab = self.vocabs[request.model]
         if request.lora is not None:
             adapter = await self._adapter(request, client)
+            trained_on = adapter.config.get("base_model_name_or_path", request.model)
+            if trained_on != request.model:
+                raise ApiError(
+                    f"the LoRA was trained on {str(trained_on)[:80]!r}, not on the requested "
+                    f"model {request.model!r}",
+                    param="metadata.lora",
+                )
             # Keyed by the model itself: queued jobs hold it, so its id cannot be reused by
             # another adapter while they wait (an evicted or deleted Adapter's could).
             model_key, model = f"lora:{id(adapter.model)}", adapter.model
@@ -104,8 +117,9 @@ class SailService:
         job = None
         if fault not in ENDING_FAULTS:
             done = asyncio.get_running_loop().create_future()
-            prompt = self.vocab.to_compact(request.prompt)
-            job = Job(prompt, request.params, model_key, model, done, client)
+            job = Job(
+                vocab.to_compact(request.prompt), request.params, model_key, model, done, client
+            )
             self.batcher.submit(job)
         self._forget_old_responses()
         stored = StoredResponse(
@@ -178,7 +192,7 @@ class SailService:
                 base, "failed", "server_error", f"sampling failed: {error}"
             )
         completion = stored.job.done.result()
-        token_ids = self.vocab.to_real(completion.tokens)
+        token_ids = self.vocabs[stored.request.model].to_real(completion.tokens)
         return wire.finished(
             base,
             text=self.tokenizer.decode(token_ids),

@@ -18,7 +18,7 @@ from tinker import types
 from tinker.proto import tinker_public_pb2 as pb
 
 from local_stack.engine.checkpoints import CheckpointRef, RunInfo, check_name, check_ttl
-from local_stack.engine.model import BASE_MODEL_NAME, MAX_CONTEXT_TOKENS
+from local_stack.engine.model import BASE_MODEL_DIRS, MAX_CONTEXT_TOKENS
 from local_stack.engine.trainer import (
     LOSS_FNS,
     MalformedDatum,
@@ -253,10 +253,10 @@ def new_model(body: bytes) -> NewModel:
     req = parse(types.CreateModelRequest, body)
     session_id = check_id("session_id", req.session_id)
     model_seq_id = check_int("model_seq_id", req.model_seq_id, 0, MAX_SEQ_ID)
-    if req.base_model != BASE_MODEL_NAME:
+    if req.base_model not in BASE_MODEL_DIRS:
         raise ValueError(
             f"base model {req.base_model!r:.80} is not served by the local stack; "
-            f"use {BASE_MODEL_NAME!r}"
+            f"use one of {list(BASE_MODEL_DIRS)}"
         )
     lora = req.lora_config
     if lora is None:
@@ -266,7 +266,7 @@ def new_model(body: bytes) -> NewModel:
         check_int("lora_config.seed", lora.seed, 0, MAX_SEED)
     if req.optimizer_config.type != "adamw":
         raise ValueError(f"optimizer {req.optimizer_config.type!r:.40} is not available; use Adam")
-    info = RunInfo(BASE_MODEL_NAME, lora.rank, lora.train_unembed, lora.train_mlp, lora.train_attn)
+    info = RunInfo(req.base_model, lora.rank, lora.train_unembed, lora.train_mlp, lora.train_attn)
     return NewModel(session_id, model_seq_id, info, lora.seed)
 
 

@@ -46,7 +46,7 @@ from local_stack.engine.checkpoints import (
     RunInfo,
 )
 from local_stack.engine.model import (
-    BASE_MODEL_NAME,
+    BASE_MODEL_DIRS,
     MAX_CONTEXT_TOKENS,
     adapter_config_for,
     load_base_model,
@@ -170,9 +170,12 @@ class TinkerService:
 
     @staticmethod
     def capabilities() -> list[dict]:
-        model = {"model_name": BASE_MODEL_NAME, "max_context_length": MAX_CONTEXT_TOKENS}
         # Sampling is Sail's job here: Tinker's own sampling endpoints are not served.
-        return [model | {"trainable": True, "sampleable": False}]
+        return [
+            {"model_name": name, "max_context_length": MAX_CONTEXT_TOKENS}
+            | {"trainable": True, "sampleable": False}
+            for name in BASE_MODEL_DIRS
+        ]
 
     # -- training models -------------------------------------------------------------------
 
@@ -310,6 +313,11 @@ class TinkerService:
         """Load any client's checkpoint into this (the client's own) run: reading is shared."""
         self.store.find(req.ref)
         saved = self.store.run_info(req.ref.model_id)
+        if saved.base_model != model.info.base_model:
+            raise ValueError(
+                f"{req.ref.tinker_path} was trained on {saved.base_model!r:.80}; this model is "
+                f"{model.info.base_model!r:.80}"
+            )
         if saved.lora_rank != model.info.lora_rank:
             raise ValueError(
                 f"{req.ref.tinker_path} has LoRA rank {saved.lora_rank}; this model has rank "
@@ -358,11 +366,11 @@ class TinkerService:
 
 
 def _new_trainer(info: RunInfo, seed: int) -> LoraTrainer:
-    base_model, vocab = load_base_model()
+    base_model, vocab = load_base_model(info.base_model)
     return LoraTrainer(
         base_model,
         vocab,
-        adapter_config_for(info.lora_rank),
+        adapter_config_for(info.lora_rank, info.base_model),
         seed=seed,
         trained_groups=[g for g in MODULE_GROUPS if getattr(info, g)],
     )

@@ -1,0 +1,175 @@
+"""Notebook 04's loop with sandboxed rollouts: one GRPO step over shell tasks, and their
+held-out evaluation.
+
+Everything but the environment is notebook 04's (`helpers.training`): the snapshot Sail
+samples from, `rollout_groups` (the cookbook's `do_group_rollout` per group), the degenerate
+group split, `train_on_groups`, the bootstrap intervals. The environment is
+`ShellTaskGroupBuilder`: each rollout gets its own sandbox from `sandbox_factory`
+(`factory(env_dir, timeout_seconds)`, `sail.tinker_sandbox_factory`'s shape), a group's
+sandboxes are created together, and `run_verifier` grades each in its own sandbox.
+
+Locally the policy is the tiny shell model, `course/tiny-shell`; in the cloud, Kimi K2.6
+itself (`policy_model_name`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tinker_cookbook.rl.types import TrajectoryGroup
+
+from helpers.cost import sampled_tokens
+from helpers.params import check_backend
+from helpers.training import (
+    COUNTS,
+    LoopSettings,
+    delete_checkpoint,
+    mean_reward,
+    rollout_groups,
+    scores,
+    snapshot_policy,
+    split_degenerate_groups,
+    train_on_groups,
+)
+from kimi import MODEL_NAME, RENDERER_NAME
+from shell_tasks.shell_env import SandboxFactory, ShellTaskGroupBuilder
+
+# The local stack's shell policy (see `local_stack.engine.model.BASE_MODEL_DIRS`).
+LOCAL_SHELL_MODEL = "course/tiny-shell"
+
+
+def policy_model_name(backend: str) -> str:
+    """The base model that writes the shell: the tiny shell model locally, Kimi K2.6 in the
+    cloud. Locally, its name gets the offline Kimi tokenizer (its ids are Kimi's)."""
+    check_backend(backend)
+    if backend == "cloud":
+        return MODEL_NAME
+    from tinker_cookbook.tokenizer_utils import register_tokenizer
+
+    from kimi import offline_kimi_tokenizer
+
+    register_tokenizer(LOCAL_SHELL_MODEL, offline_kimi_tokenizer)
+    return LOCAL_SHELL_MODEL
+
+
+def shell_course(course: Any) -> Any:
+    """`course` with the shell policy as its model, so notebook 04's helpers train and sample
+    it; the adapter config Sail checks each LoRA against names that model as its base."""
+    model_name = policy_model_name(course.backend)
+    adapter_config = course.adapter_config | {"base_model_name_or_path": model_name}
+    return dataclasses.replace(course, model_name=model_name, adapter_config=adapter_config)
+
+
+def group_builders(
+    task_dirs: Sequence[Path],
+    sandbox_factory: SandboxFactory,
+    group_size: int,
+    model_name: str,
+) -> list[ShellTaskGroupBuilder]:
+    """One group per task directory; each rollout in its own sandbox, created concurrently."""
+    return [
+        ShellTaskGroupBuilder(
+            task_dir=task_dir,
+            sandbox_factory=sandbox_factory,
+            group_size=group_size,
+            model_name=model_name,
+            renderer_name=RENDERER_NAME,
+            sandbox_creation="concurrent",
+        )
+        for task_dir in task_dirs
+    ]
+
+
+def rollout_rate(groups: list[TrajectoryGroup], key: str) -> float:
+    """The mean of metric `key` (e.g. "test_passed") over every rollout of `groups`."""
+    values = [t.transitions[-1].metrics.get(key, 0.0) for g in groups for t in g.trajectories_G]
+    return sum(values) / len(values) if values else 0.0
+
+
+async def run_shell_step(
+    step: int,
+    task_dirs: Sequence[Path],
+    settings: LoopSettings,
+    training_client: Any,
+    course: Any,
+    sandbox_factory: SandboxFactory,
+    scripts_seen: Counter[str] | None = None,
+) -> dict:
+    """One step of notebook 04's loop on shell tasks; returns what it logs (with `reward`).
+
+    `scripts_seen`, if given, counts every script the policy ran, to read what it tried."""
+    started = time.monotonic()
+    policy = await snapshot_policy(
+        f"{settings.run_name}-step-{step}", settings, training_client, course
+    )
+    saved = time.monotonic()
+    builders = group_builders(task_dirs, sandbox_factory, settings.group_size, course.model_name)
+    groups, dropped_rollouts = await rollout_groups(builders, policy)
+    await delete_checkpoint(course.service_client, policy.checkpoint_path)
+    sampled = time.monotonic()
+    if scripts_seen is not None:
+        scripts_seen.update(
+            t.transitions[-1].logs["script"]
+            for g in groups
+            for t in g.trajectories_G
+            if "script" in t.transitions[-1].logs
+        )
+    training_groups, degenerate_groups = split_degenerate_groups(groups)
+    data, training_metrics = [], {}
+    if training_groups:
+        data, _, training_metrics = await train_on_groups(
+            training_groups, settings.learning_rate, training_client
+        )
+    trained = time.monotonic()
+    return {
+        "step": step,
+        "reward": mean_reward(groups),
+        "has_bash_block": rollout_rate(groups, "has_bash_block"),
+        "grading_error": rollout_rate(groups, "grading_error"),
+        "degenerate_pct": 100.0 * len(degenerate_groups) / len(groups) if groups else 100.0,
+        "skipped": not training_groups,
+        "datums": len(data),
+        "dropped_rollouts": dropped_rollouts,
+        "sampled_tokens": sampled_tokens(groups),
+        "save_s": saved - started,
+        "sample_s": sampled - saved,
+        "train_s": trained - sampled,
+        **training_metrics,
+    }
+
+
+async def evaluate_tasks(
+    policy: Any,
+    task_dirs: Sequence[Path],
+    sandbox_factory: SandboxFactory,
+    samples_per_task: int,
+    model_name: str,
+) -> dict:
+    """Score `policy` on `task_dirs` without training: pooled scores ("correct" is pass@1)
+    and the counts per task that `helpers.training.bootstrap_interval` resamples."""
+    builders = group_builders(task_dirs, sandbox_factory, samples_per_task, model_name)
+    groups, dropped = await rollout_groups(builders, policy, min_successful=1)
+    problems = [dict.fromkeys(COUNTS, 0.0) for _ in task_dirs]
+    index = {Path(d).name: i for i, d in enumerate(task_dirs)}
+    for group in groups:
+        rewards = group.get_total_rewards()
+        for trajectory, reward in zip(group.trajectories_G, rewards, strict=True):
+            last = trajectory.transitions[-1]  # ShellTaskEnv logs which task it graded
+            task, metrics = problems[index[last.logs["task"]]], last.metrics
+            task["samples"] += 1
+            task["reward"] += reward
+            task["correct"] += metrics["test_passed"]
+            task["format"] += metrics["has_bash_block"]
+            task["correct_and_format"] += metrics["test_passed"] * metrics["has_bash_block"]
+    totals = {key: sum(p[key] for p in problems) for key in COUNTS}
+    return {
+        **{score: float(value) for score, value in scores(totals).items()},
+        "samples": int(totals["samples"]),
+        "dropped_rollouts": dropped,
+        "problems": problems,
+    }
