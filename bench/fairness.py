@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
+import json
 import os
 import tempfile
 import threading
@@ -30,7 +31,7 @@ import tinker
 from tinker import types
 
 from local_stack.config import client_keys
-from local_stack.engine.model import BASE_MODEL_NAME, VOCAB_PATH
+from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, VOCAB_PATH
 from local_stack.engine.vocab import CompactVocab
 
 FLOOD_REQUESTS = 5000
@@ -58,7 +59,7 @@ class Client:
 
 
 def create_body(*, background: bool, max_tokens: int = 16, lora: str | None = None) -> dict:
-    metadata = {"completion_window": "balanced"} | ({"lora": lora} if lora else {})
+    metadata = {"completion_window": "balanced"} | (lora_metadata(lora) if lora else {})
     return {
         "model": BASE_MODEL_NAME,
         "background": background,
@@ -66,6 +67,12 @@ def create_body(*, background: bool, max_tokens: int = 16, lora: str | None = No
         "max_output_tokens": max_tokens,
         "metadata": metadata,
     }
+
+
+def lora_metadata(url: str, rank: int = 8) -> dict[str, str]:
+    """A Tinker archive URL with the adapter config it belongs to, as the SDK sends them."""
+    config = {**json.loads(ADAPTER_CONFIG_PATH.read_text()), "r": rank}
+    return {"lora": url, "tinker_adapter_config": json.dumps(config, sort_keys=True)}
 
 
 async def innocent_sample(

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from tinker import types
 
+from bench.fairness import lora_metadata
 from local_stack.engine.model import ADAPTER_CONFIG_PATH
 from local_stack.sail.files import MAX_FILE_BYTES, MAX_STORED_FILES
 from local_stack.sail.loras import MAX_CLIENT_LORAS
@@ -134,7 +135,7 @@ def test_checkpoints_are_shared_for_reading_and_a_resumed_run_may_retire_its_sta
     assert weights_info.status == 200 and weights_info.json()["lora_rank"] == 8
     archive = _rest(url, bob, "GET", sampler_path, "/archive")
     assert archive.status == 200
-    metadata = {"completion_window": "balanced", "lora": archive.json()["url"]}
+    metadata = {"completion_window": "balanced", **lora_metadata(archive.json()["url"])}
     sampled = HTTP.request(
         "POST",
         f"{url}/v1/responses",

@@ -101,9 +101,11 @@ def adam_steps(checkpoint: Path) -> int:
 
 
 def assert_continued_from(roots: tuple[Path, Path], saved: str, models_before: set[str]) -> None:
-    """The run that started after `models_before` sampled from `saved`'s weights first,
-    and its first optimizer step was Adam's next step after `saved`'s."""
-    [model_id] = models(roots[0]) - models_before
+    """The run that started first after `models_before` (the notebook's loop: its later
+    sections train runs of their own) sampled from `saved`'s weights first, and its first
+    optimizer step was Adam's next step after `saved`'s."""
+    new = models(roots[0]) - models_before
+    model_id = min(new, key=lambda model: (roots[0] / model / "run.json").stat().st_mtime)
     saved_dir = checkpoint_dir(roots, saved)
     saved_weights = load_file(saved_dir / "adapter_model.safetensors")
     (first_state_at, first_state), *_ = by_creation(roots, model_id, "weights")

@@ -199,22 +199,16 @@ def peft_files_from_archive(
 def check_tinker_config(config: Any) -> None:
     """A Tinker archive's config: `r` and `lora_alpha`, and any other key one PEFT writes, each
     in the range `check_lora_config` accepts."""
-    if not isinstance(config, dict) or "r" not in config or "lora_alpha" not in config:
-        raise ApiError(
-            "the LoRA archive's adapter_config.json must be an object with r and lora_alpha "
-            "(Tinker's layout)",
-            param=_PARAM,
-            code=INVALID_CONFIG,
+
+    def refuse(problem: str, code: str = INVALID_CONFIG) -> ApiError:
+        return ApiError(
+            f"the LoRA archive's adapter_config.json {problem}", param=_PARAM, code=code
         )
-    for key, value in config.items():
-        accepted, rule = KNOWN_KEYS.get(key, (lambda _: False, "a key PEFT writes for a LoRA"))
-        if not accepted(value):
-            raise ApiError(
-                f"the LoRA archive's adapter_config.json has {key} {_shown(value)}; {key} must "
-                f"be {rule}",
-                param=_PARAM,
-                code=INVALID_RANK if key == "r" else INVALID_CONFIG,
-            )
+
+    if not isinstance(config, dict) or "r" not in config or "lora_alpha" not in config:
+        raise refuse("must be an object with r and lora_alpha (Tinker's layout)")
+    _check_known_keys(config, refuse)
+    _check_values(config, refuse)
 
 
 def parse_adapter_config(raw: bytes, param: str = _PARAM) -> dict[str, Any]:
@@ -369,15 +363,24 @@ def check_lora_config(config: Any, param: str = _PARAM) -> None:
         raise refuse("is not a JSON object")
     if config.get("peft_type") != "LORA" or config.get("task_type", "CAUSAL_LM") != "CAUSAL_LM":
         raise refuse("must be a LORA adapter for CAUSAL_LM")
+    _check_known_keys(config, refuse)
+    missing = [key for key in REQUIRED_KEYS if key not in config]
+    if missing:
+        raise refuse(f"lacks {missing}")
+    _check_values(config, refuse)
+
+
+def _check_known_keys(config: dict[str, Any], refuse: Callable[..., ApiError]) -> None:
     unknown = sorted(set(config) - set(KNOWN_KEYS))
     if unknown:
         raise refuse(
             f"has keys the local stack does not know, {str(unknown)[:200]}: it accepts only "
             "the keys PEFT writes for a LoRA adapter"
         )
-    missing = [key for key in REQUIRED_KEYS if key not in config]
-    if missing:
-        raise refuse(f"lacks {missing}")
+
+
+def _check_values(config: dict[str, Any], refuse: Callable[..., ApiError]) -> None:
+    """Ranks first (what PEFT would allocate by), then every value by its key's rule."""
     patterns = config.get("rank_pattern") or {}
     ranks = [config["r"], *(patterns.values() if isinstance(patterns, dict) else [])]
     if not all(map(_is_rank, ranks)):
