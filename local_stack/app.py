@@ -85,22 +85,29 @@ def serve(port: int) -> None:
     gc.collect()
     gc.freeze()
 
-    async def announce(app: web.Application) -> None:
+    def announce() -> None:
         # One JSON line on stdout tells the starter which port we got. Nobody reads the pipe
         # after that, so later prints go to stderr rather than fill it and block the server.
         print(json.dumps({"url": url, "pid": os.getpid()}), flush=True)
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
-    app.on_startup.append(announce)
     app.on_shutdown.append(_ignore_further_sigterms)
     try:
-        asyncio.run(_serve(app, sock, max_connections))
+        asyncio.run(_serve(app, sock, max_connections, announce))
     except (web.GracefulExit, KeyboardInterrupt):
         pass  # SIGTERM or SIGINT: the app's shutdown and cleanup have run
 
 
-async def _serve(app: web.Application, sock: socket.socket, max_connections: int) -> None:
-    """`web.run_app`, but with the server object in hand, to bound its connections."""
+async def _serve(
+    app: web.Application,
+    sock: socket.socket,
+    max_connections: int,
+    announce: Callable[[], None],
+) -> None:
+    """`web.run_app`, but with the server object in hand, to bound its connections, and
+    announcing the URL only once the socket listens: a starter that connects as soon as it
+    reads the URL must not find the port refusing (the app's start-up hooks run before
+    `SockSite.start` calls `listen`, and a loaded machine can pause us in between)."""
     runner = web.AppRunner(
         app,
         handle_signals=True,
@@ -112,6 +119,7 @@ async def _serve(app: web.Application, sock: socket.socket, max_connections: int
     app[GUARD].bound_connections(runner.server, max_connections)
     try:
         await web.SockSite(runner, sock).start()
+        announce()
         await asyncio.Event().wait()  # until a signal raises GracefulExit
     finally:
         await runner.cleanup()

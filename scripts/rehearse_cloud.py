@@ -27,7 +27,8 @@ from pathlib import Path
 
 from local_stack.supervisor import start_local_stack, stop_local_stack
 from scripts.cloud_stand_ins import write_kernel_startup
-from scripts.run_notebooks import ROOT, TINY_SWEEP, run_all, run_tiny_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # Small values for the parameters the notebooks declare (each gets those it has): enough
 # for every cell to run once. max_tokens stays within the local model's context.
@@ -49,7 +50,8 @@ SMALL = {
 # Two settings by two seeds, as the local sweep: the least for which notebook 05 measures
 # the spread between seeds and compares settings against it.
 SWEEP = {
-    **TINY_SWEEP,
+    "learning_rate": [1e-3, 3e-3],
+    "seed": [0, 1],
     **{name: int(SMALL[name]) for name in ("max_tokens", "group_size", "groups_per_step")},
     "steps": 2,
     "eval_problems": 4,
@@ -67,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out.resolve() / f"rehearse-cloud-{stamp}"
     print(f"rehearsing the cloud path into {out_dir}/", flush=True)
     use_folders(out_dir)
+    # Imported only now: the course reads COURSE_RUNS_DIR once, when `helpers.runlog` loads.
+    from scripts.run_notebooks import run_all, run_tiny_sweep
+
     start_local_stack()  # and point the SDKs' URLs and keys at it
     try:
         given = {**SMALL, "run_name": stamp, "runs": f"{stamp}-sweep-*"}
