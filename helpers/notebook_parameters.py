@@ -176,6 +176,12 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "run_name": RUN_NAME,
         "eval_problems": EVAL_PROBLEMS,
         "eval_samples": EVAL_SAMPLES,
+        "loophole_steps": Parameter(
+            0,
+            Whole(0, 10_000),
+            "the optional reward-hacking section's two runs, in steps each (0 skips it; 60 "
+            "takes about two minutes locally)",
+        ),
         "completion_window": COMPLETION_WINDOW,
         "budget_sampled_tokens": _with(BUDGET, doc=BUDGET.doc + ", and mid-run once it has"),
     },

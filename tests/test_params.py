@@ -74,10 +74,12 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "run_name": "run",
             "eval_problems": 10,
             "eval_samples": 1,
+            "loophole_steps": 0,
             "budget_sampled_tokens": 1_000_000,
         },
         {
             "steps": ([None, 1, 10_000], [0, 10_001, *NOT_WHOLE]),
+            "loophole_steps": ([0, 60, 10_000], [-1, 10_001, None, *NOT_WHOLE]),
             "group_size": ([2, 64], [1, 0, 65, 1_000_000, *NOT_WHOLE]),
             "groups_per_step": ([1, 1074], [0, 1075, 5000, *NOT_WHOLE]),
             "learning_rate": ([None, 1e-9, 1, 1.0], [0, -1e-3, 1.01, *NOT_NUMBERS]),
