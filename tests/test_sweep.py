@@ -24,6 +24,7 @@ from test_notebooks import error_outputs, kill_everything_started_with
 
 from helpers.params import HELD_OUT_METRICS
 from sweeps.compare import RATIOS, comparison_table, seed_spread, seeds_needed
+from sweeps.runner import OWNER_FILE
 from sweeps.runs import find_runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,6 +123,7 @@ def test_a_tiny_sweep_leaves_a_folder_per_run_and_survives_a_failed_run(
     broken = runs / "tiny-seed1"
     broken.mkdir(parents=True)
     (broken / "state.json").write_text("{not json")  # this run's notebook cannot resume it
+    (broken / OWNER_FILE).write_text(json.dumps({"sweep": "tiny"}))  # an earlier try of this sweep
     code, output = finish(sweep(["--grid", str(grid_file(tmp_path, 2)), *TINY], run_env))
     assert code == 1, output
     assert "tiny-seed1: FAILED" in output and "JSONDecodeError" in output
