@@ -165,7 +165,7 @@ def temperature_half(shared: Path) -> nbformat.NotebookNode:
 HELD_OUT_CELLS = (
     'eval_before = run.state()["eval_before"]',  # the scores before training
     "comparisons = {name: compare(",  # gains with intervals, and the table
-    "verdict = ",  # the plain reading of each gain
+    "    verdict = (",  # the plain reading of each gain
 )
 
 
