@@ -47,11 +47,9 @@ SMALL = {
     "table_problems": "2",
     "short_run_steps": "1",
 }
-# Two settings by two seeds, as the local sweep: the least for which notebook 05 measures
-# the spread between seeds and compares settings against it.
-SWEEP = {
-    "learning_rate": [1e-3, 3e-3],
-    "seed": [0, 1],
+# The local sweep's two settings by two seeds (the least for which notebook 05 measures the
+# spread between seeds and compares settings against it), at these sizes.
+SWEEP_SIZES = {
     **{name: int(SMALL[name]) for name in ("max_tokens", "group_size", "groups_per_step")},
     "steps": 2,
     "eval_problems": 4,
@@ -70,14 +68,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rehearsing the cloud path into {out_dir}/", flush=True)
     use_folders(out_dir)
     # Imported only now: the course reads COURSE_RUNS_DIR once, when `helpers.runlog` loads.
-    from scripts.run_notebooks import run_all, run_tiny_sweep
+    from scripts.run_notebooks import TINY_SWEEP, run_all, run_tiny_sweep
 
     start_local_stack()  # and point the SDKs' URLs and keys at it
     try:
         given = {**SMALL, "run_name": stamp, "runs": f"{stamp}-sweep-*"}
         prefixes = tuple(args.notebooks)
         compares = any("05_compare_runs".startswith(p) for p in prefixes)
-        failed = run_tiny_sweep(f"{stamp}-sweep", "cloud", SWEEP, SWEEP_JOBS) if compares else 0
+        failed = (
+            run_tiny_sweep(f"{stamp}-sweep", "cloud", {**TINY_SWEEP, **SWEEP_SIZES}, SWEEP_JOBS)
+            if compares
+            else 0
+        )
         return run_all(out_dir, given, prefixes) or failed
     finally:
         stop_local_stack()
