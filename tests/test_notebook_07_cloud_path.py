@@ -121,7 +121,7 @@ def test_a_containment_row_that_fails_still_cleans_its_sandbox_up(monkeypatch) -
     assert namespace["created"] == ["created"] and log == ["cleanup"]
 
 
-def test_telling_line_is_the_last_line_the_command_wrote_and_never_raises() -> None:
+def test_telling_line_is_the_commands_most_written_line_and_never_raises() -> None:
     namespace: dict[str, Any] = {}
     tree = ast.parse(cell_source(CONTAINMENT_CELL))
     [definition] = [n for n in tree.body if getattr(n, "name", "") == "telling_line"]
@@ -129,6 +129,10 @@ def test_telling_line_is_the_last_line_the_command_wrote_and_never_raises() -> N
     telling_line = namespace["telling_line"]
     assert telling_line(timed_out()) == ""
     assert telling_line(timed_out("first\nbash: fork: retry\n")) == "bash: fork: retry"
+    # Parallel writers ran two messages together on the last line: the repeated one wins.
+    full = "head: error writing 'f1': No space left on device"
+    interleaved = timed_out(f"{full}\n{full}\nhead: error writhead: error writing\n")
+    assert telling_line(interleaved) == full
     cut = SandboxResult(
         stdout="",
         stderr="whole line\ncut mid-li",
