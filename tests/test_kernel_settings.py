@@ -199,6 +199,10 @@ def test_after_notebook_06_another_kernel_gets_the_stacks_defaults(local_stack, 
     assert error_free(out)
     simulated = {NOTEBOOK_06_SMALL["balanced_latency_s"], NOTEBOOK_06_SMALL["flex_latency_s"]}
     assert simulated <= seen_kernel_latencies  # it did simulate, in both windows
+    # papermill can return while its kernel is still exiting: wait for the kernel to be gone.
+    deadline = time.monotonic() + WAIT_SECONDS
+    while kernel_clients(local_stack.storage_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert kernel_clients(local_stack.storage_dir) == set()  # the kernel has shut down
     assert config_of(local_stack.url, "anotherkernel") == stack_default()
     assert get_knobs(local_stack.url) == stack_default()
