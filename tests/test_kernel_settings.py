@@ -35,7 +35,9 @@ NOTEBOOK_06_SMALL = {
     "group_size": 4,
     "groups_per_step": 2,
     "max_staleness": 2,
-    "balanced_latency_s": 1.5,
+    # The notebook's own ±15% timing checks: 1.5 s failed 2 runs in 6 on a busy machine
+    # (tests/test_pipelining.py's SMALL keeps the default 2 s for the same reason).
+    "balanced_latency_s": 2.0,
     "flex_latency_s": 3.0,
     "flex_steps": 3,
     "eval_problems": 4,
