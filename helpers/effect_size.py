@@ -16,6 +16,9 @@ from dataclasses import dataclass
 # The effect must exceed the noise this many times: then whichever model Sail ran, the gap to
 # the other one is at least twice the gap to it.
 DECISIVE_RATIO = 3.0
+# A standard error from a handful of values is itself too noisy to trust (with two values
+# it is often tiny by chance), so a sign check needs at least this many values per group.
+MIN_PER_GROUP = 8
 
 
 def mean_abs_gap(a: list[list[float]], b: list[list[float]]) -> float:
@@ -57,16 +60,25 @@ class SignCheck:
     mean_negative: float
     error_positive: float
     error_negative: float
+    fewest: int  # values in the smaller group
 
     @property
     def decisive(self) -> bool:
-        """Each mean at least DECISIVE_RATIO standard errors away from zero."""
+        """Enough values, and each mean at least DECISIVE_RATIO standard errors from zero."""
         return (
-            abs(self.mean_positive) >= DECISIVE_RATIO * self.error_positive
+            self.fewest >= MIN_PER_GROUP
+            and abs(self.mean_positive) >= DECISIVE_RATIO * self.error_positive
             and abs(self.mean_negative) >= DECISIVE_RATIO * self.error_negative
         )
 
     def sentence(self) -> str:
+        if self.fewest < MIN_PER_GROUP:
+            return (
+                f"the mean changes ({self.mean_positive:+.2e} and {self.mean_negative:+.2e} "
+                f"nats) come from as few as {self.fewest} completions, fewer than the "
+                f"{MIN_PER_GROUP} a standard error needs, so their signs are not measured: "
+                "shown, not asserted"
+            )
         return (
             f"the mean changes ({self.mean_positive:+.2e} and {self.mean_negative:+.2e} nats) "
             f"are within {DECISIVE_RATIO:g} standard errors ({self.error_positive:.1e}, "
@@ -85,4 +97,4 @@ def sign_check(positive: list[float], negative: list[float]) -> SignCheck:
         return mean, (variance / n) ** 0.5
 
     (mp, ep), (mn, en) = mean_and_error(positive), mean_and_error(negative)
-    return SignCheck(mp, mn, ep, en)
+    return SignCheck(mp, mn, ep, en, min(len(positive), len(negative)))

@@ -29,9 +29,12 @@ def test_separation_and_sign_checks() -> None:
     assert separation(adapter, base, sampler=[[-1.001, -2.001]]).decisive
     blurred = separation(adapter, base, sampler=[[-1.3, -2.3]])
     assert not blurred.decisive and "shown, not asserted" in blurred.sentence()
-    assert sign_check([0.5, 0.6, 0.55], [-0.4, -0.5, -0.45]).decisive
-    noisy = sign_check([0.5, -0.4, 0.1], [-0.4, 0.5, -0.05])
+    assert sign_check([0.5, 0.6, 0.55] * 3, [-0.4, -0.5, -0.45] * 3).decisive
+    noisy = sign_check([0.5, -0.4, 0.1] * 3, [-0.4, 0.5, -0.05] * 3)
     assert not noisy.decisive and "not asserted" in noisy.sentence()
+    # Two values apiece can have a tiny standard error by chance (the rehearsal's case).
+    few = sign_check([0.0057, 0.006], [-0.76, -0.75])
+    assert not few.decisive and "as few as 2" in few.sentence()
 
 
 def _guards(node: ast.AST, assertion: str, tests: tuple[str, ...] = ()) -> list[str]:
