@@ -51,6 +51,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop the stack the session's kernels and tests shared: stacks outlive their kernels."""
-    from local_stack.supervisor import stop_local_stack
+    from local_stack.kernel.supervisor import stop_local_stack
 
     stop_local_stack()

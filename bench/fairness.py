@@ -250,7 +250,7 @@ async def attack_slow_archives(
 
 
 def main() -> None:
-    from local_stack.supervisor import start_local_stack, stop_local_stack
+    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
 
     patient = 600.0  # the figures are the point: no timeout cuts them short
     with tempfile.TemporaryDirectory(prefix="bench-fairness-") as scratch:

@@ -1,6 +1,7 @@
 """The course code the notebooks import: the backend seam, parameter checks, the taught modules.
 
     backend, defaults     `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
+    dataset               the local backend's data: arithmetic word problems, made offline
     params, cost          every parameter's range (`check_params`); the cloud estimate and cap
     scoring, serving, inspect_step, training, pipelined
                           generated from the notebooks' `# @save` cells (`make helpers`)
@@ -14,9 +15,10 @@
                           adapter-vs-base comparison can decide anything
 
 Beside it: `shell_tasks` (notebook 07), `sweeps` (`make sweep`, notebook 05), `kimi` (the
-model, named once) and `local_stack`, which only `helpers.backend` imports, inside the calls
-that need it: `connect("local")` (which starts or finds the stack, and watches its server
-from the kernel), `Course.simulate_latency`, `tiny_base_model` and `tiny_lora_config`.
+model, named once) and `local_stack`, whose kernel side (`local_stack.kernel`) only
+`helpers.backend` imports, inside the calls that need it: `connect("local")` (which starts
+or finds the stack, and watches its server from the kernel), `Course.simulate_latency`,
+`tiny_base_model` and `tiny_lora_config`.
 
 `import helpers` is cheap (the SDKs load on first use), so a notebook can check its
 parameters in its first cell and fail in a second, not after a minute of imports.

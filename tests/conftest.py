@@ -10,7 +10,7 @@ import pytest
 
 from kimi import offline_kimi_renderer
 from local_stack.engine.model import load_base_model
-from local_stack.supervisor import (
+from local_stack.kernel.supervisor import (
     LocalStack,
     server_processes,
     start_local_stack,

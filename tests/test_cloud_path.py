@@ -26,7 +26,7 @@ CHILD = r"""
 import asyncio, json
 import datasets
 import helpers.backend as backend
-from local_stack.dataset import arithmetic_dataset
+from helpers.dataset import arithmetic_dataset
 from kimi import register_offline_kimi_tokenizer
 from helpers.training import LoopSettings, evaluate, run_step
 from helpers.serving import sail_policy

@@ -35,7 +35,7 @@ from helpers.cost import (
 )
 from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
 from helpers.errors import CourseConfigError
-from local_stack.control.client import get_stats
+from local_stack.kernel.control_client import get_stats
 from tests.cloud_support import cloud_kernel_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -365,8 +365,8 @@ SANDBOX_LOG = """
 import functools
 import os
 
-import local_stack.sandbox
-import local_stack.sandbox.local_sandbox as module
+import local_stack.kernel.sandbox
+import local_stack.kernel.sandbox.local_sandbox as module
 
 _create = module.local_sandbox_factory
 
@@ -378,7 +378,8 @@ async def local_sandbox_factory(env_dir, timeout_seconds=None, **settings):
     return await _create(env_dir, timeout_seconds, **settings)
 
 
-module.local_sandbox_factory = local_stack.sandbox.local_sandbox_factory = local_sandbox_factory
+module.local_sandbox_factory = local_sandbox_factory
+local_stack.kernel.sandbox.local_sandbox_factory = local_sandbox_factory
 """
 
 
@@ -386,7 +387,7 @@ def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
     run_env: dict, tmp_path: Path
 ) -> None:
     """What the check cell says of sandboxes is what the notebook then creates."""
-    from local_stack.sandbox.isolation import isolation_problem
+    from local_stack.kernel.sandbox.isolation import isolation_problem
 
     if (problem := isolation_problem()) is not None:
         pytest.skip(f"no local sandbox here: {problem}")

@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from local_stack.supervisor import stop_local_stack
+from local_stack.kernel.supervisor import stop_local_stack
 from tests.test_notebooks import ROOT, assert_no_key_leaks, error_outputs
 from tests.test_results import PROBE, environment, printed, probe, run, succeeded
 from tests.test_sweep import AFTER, BEFORE, SWEEP, TINY, fixture_runs  # noqa: F401 (fixture)

@@ -17,7 +17,7 @@ from tinker_cookbook.rl.rollouts import do_group_rollout
 
 from helpers.scoring import GuideMathEnv, MathEnv, MathGroupBuilder, graded_text
 from kimi import MODEL_NAME, RENDERER_NAME, offline_kimi_tokenizer, register_offline_kimi_tokenizer
-from local_stack.sandbox import local_sandbox_factory
+from local_stack.kernel.sandbox import local_sandbox_factory
 from shell_tasks.shell_env import ShellTaskGroupBuilder
 
 END = "<|im_end|>"

@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from local_stack.dataset import all_problems, arithmetic_dataset
+from helpers.dataset import all_problems, arithmetic_dataset
 from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,

@@ -20,7 +20,7 @@ import nbformat
 import psutil
 import pytest
 
-from local_stack.supervisor import stop_local_stack
+from local_stack.kernel.supervisor import stop_local_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"

@@ -22,8 +22,8 @@ import tinker
 from tinker import types
 
 from local_stack.config import TRAIN_LATENCY_VAR, knob_settings_from_env
-from local_stack.control.client import get_knobs, get_stats, set_knobs
 from local_stack.control.knobs import Knobs
+from local_stack.kernel.control_client import get_knobs, get_stats, set_knobs
 from tests import test_notebooks
 from tests.cloud_support import cloud_kernel_env
 from tests.sail_support import QUESTIONS, make_completer, sample_async

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from local_stack.supervisor import stop_local_stack
+from local_stack.kernel.supervisor import stop_local_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "03_one_grpo_step.ipynb"

@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from local_stack.dataset import arithmetic_dataset
-from local_stack.supervisor import stop_local_stack
+from helpers.dataset import arithmetic_dataset
+from local_stack.kernel.supervisor import stop_local_stack
 from tests.test_notebooks import FAKE_KEYS, ROOT, finish, papermill
 
 NOTEBOOK_03 = "04_training_loop.ipynb"

@@ -20,13 +20,13 @@ import pytest
 import sail
 import tinker
 
+from helpers.dataset import arithmetic_dataset
 from helpers.errors import CourseConfigError
 from helpers.params import check_params
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from helpers.training import LoopSettings, run_step
-from local_stack.control.client import get_stats
-from local_stack.dataset import arithmetic_dataset
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, load_base_model
+from local_stack.kernel.control_client import get_stats
 from local_stack.sail.adapter_archive import MAX_ARCHIVE_BYTES
 from local_stack.sail.loras import MAX_CLIENT_LORAS
 from tests.cloud_support import cloud_kernel_env

@@ -17,8 +17,8 @@ import pytest
 
 from local_stack import config, registry
 from local_stack.engine.checkpoints import CheckpointStore
+from local_stack.kernel.supervisor import ensure_local_stack, server_processes, stop_local_stack
 from local_stack.registry import StackRecord
-from local_stack.supervisor import ensure_local_stack, server_processes, stop_local_stack
 from tests.sail_support import HTTP, create_body, post_create
 
 ROOT = Path(__file__).resolve().parent.parent

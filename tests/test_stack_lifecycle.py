@@ -19,8 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from local_stack import config, registry, supervisor
-from local_stack.supervisor import (
+from local_stack import config, registry
+from local_stack.kernel import supervisor
+from local_stack.kernel.supervisor import (
     ensure_local_stack,
     running_local_stack,
     server_processes,
@@ -30,7 +31,7 @@ from local_stack.supervisor import (
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = (
     "import json, sys\n"
-    "from local_stack.supervisor import start_local_stack\n"
+    "from local_stack.kernel.supervisor import start_local_stack\n"
     "stack = start_local_stack()\n"
     "print(json.dumps({'pid': stack.pid, 'url': stack.url}), flush=True)\n"
     "sys.stdin.read()\n"  # attached until the test closes stdin

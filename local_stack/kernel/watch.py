@@ -16,7 +16,7 @@ a few seconds' grace first, so that re-running the cell that calls `helpers.conn
 reaches it and starts a new stack. Only IPython kernels are watched: elsewhere nobody
 is waiting on a cell, and interrupting a script's main thread would be rude.
 
-Client side, like `supervisor`: the server never imports it.
+Kernel side, like `supervisor`: the server never imports it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,12 @@
+"""The local stack's kernel side: what runs inside a Jupyter kernel (or a script), never in
+the server process. The course imports the stack only from here.
+
+    supervisor      find, start and stop the server process (one per storage dir)
+    watch           stop the running cell when the server dies or stops answering
+    control_client  set this kernel's latencies and faults, read the stack's counters
+    tiny_model      the tiny model's shipped files, read in the kernel with no server
+    sandbox/        the stand-in for Sailboxes: each command under bubblewrap, in this process
+
+It shares `local_stack.config` (keys, host, storage dir) and `local_stack.registry` (who
+uses the stack) with the server, and reaches the server only over HTTP.
+"""

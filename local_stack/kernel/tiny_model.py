@@ -1,0 +1,24 @@
+"""The tiny model as a kernel may use it: its shipped weights and its LoRA config, read from
+disk with no server, e.g. to count LoRA parameters or load a downloaded adapter with `peft`.
+
+The server's engine builds both (`local_stack.engine.model`); this is the one door to them
+from outside the stack, so that the engine can change without the course noticing.
+"""
+
+from __future__ import annotations
+
+import peft
+import transformers
+
+from local_stack.engine import model
+from local_stack.engine.vocab import CompactVocab
+
+
+def tiny_base_model() -> tuple[transformers.LlamaForCausalLM, CompactVocab]:
+    """A fresh fp32 copy of the tiny base model in eval mode, and its vocabulary."""
+    return model.load_base_model()
+
+
+def tiny_lora_config(rank: int) -> peft.LoraConfig:
+    """The `peft.LoraConfig` the stack trains `tiny_base_model()` with, at `rank`."""
+    return model.adapter_config_for(rank)
