@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL_SIDE = "local_stack.kernel"
 # The course's two doors to the stack: Tinker and Sail (`connect`), and notebook 07's sandbox.
 COURSE_SEAMS = {"helpers/backend.py", "shell_tasks/sandboxes.py"}
