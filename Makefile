@@ -2,7 +2,7 @@
 VENV   := .venv
 PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
-# How `make install` gets torch (see README, "Installing"): TORCH=cpu takes the CPU build, from
+# How `make install` gets torch (see docs/install.md): TORCH=cpu takes the CPU build, from
 # PyTorch's CPU wheel index on Linux; TORCH=cuda takes the package index's build (CUDA on Linux).
 # WHEELS=folder installs from a folder made by `make wheelhouse`, with no network at all.
 TORCH           ?= cpu
@@ -84,9 +84,10 @@ docs: $(STAMP)
 helpers: $(STAMP)
 	$(PYTHON) scripts/export_helpers.py
 
+## make lint: ruff on every Python file and notebook (its rules are in pyproject.toml)
 lint: $(STAMP)
-	$(VENV)/bin/ruff check helpers kimi local_stack shell_tasks sweeps tests bench scripts notebooks
-	$(VENV)/bin/ruff format --check helpers kimi local_stack shell_tasks sweeps tests bench scripts notebooks
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 ## make doctor: check this machine can run the course; one line per check, with its fix
 doctor:
