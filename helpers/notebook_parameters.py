@@ -1,7 +1,7 @@
 """Every notebook parameter, declared once: its value, its rule, its backend defaults, its doc.
 
-A notebook's parameters cell, the call in its check cell, and the parameter tables of the
-README and the instructor's guide are all written from `NOTEBOOK_PARAMETERS` by `make docs`
+A notebook's parameters cell, the call in its check cell, and the parameter tables of
+docs/cloud.md and the instructor's guide are all written from `NOTEBOOK_PARAMETERS` by `make docs`
 (`scripts/make_docs.py`); `tests/test_docs_fresh.py` fails when they were not. To change a
 default, a range or a description, change it here and run `make docs`.
 

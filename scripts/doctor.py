@@ -262,7 +262,7 @@ def check_sandbox() -> Result:
         return Result("warn", f"sandbox: {blocked[0]}", blocked[1])
     if problem == "unknown":
         return Result("ok", "sandbox: bubblewrap installed (fully checked once the course is)")
-    return Result("warn", f"sandbox: {problem}", "see the README's note on notebook 07")
+    return Result("warn", f"sandbox: {problem}", 'see docs/install.md, "Where it runs"')
 
 
 def _namespace_blocker() -> tuple[str, str] | None:

@@ -2,8 +2,8 @@
 
 `helpers.notebook_parameters` declares each parameter once. From it this writes each
 notebook's parameters cell (values and comments), the `check_params(...)` call of its check
-cell (every parameter, in the cell's order), and the parameter tables of the README and the
-instructor's guide, between their `<!-- parameters:start -->` and `<!-- parameters:end -->`
+cell (every parameter, in the cell's order), and the parameter tables of docs/cloud.md and
+the instructor's guide, between their `<!-- parameters:start -->` and `<!-- parameters:end -->`
 marks. With `--check` it writes nothing and fails if any of them is stale, which
 `tests/test_docs_fresh.py` does too.
 """
@@ -58,7 +58,7 @@ def check_call(notebook: str) -> str:
 
 
 def defaults_table() -> str:
-    """The README's table: each parameter that is None by default, and what None means."""
+    """docs/cloud.md's table: each parameter that is None by default, and what None means."""
     rows = ['| Notebook | Parameter | `backend="local"` | `backend="cloud"` |', "|---|---|---|---|"]
     for notebook, parameters in NOTEBOOK_PARAMETERS.items():
         for name, parameter in parameters.items():
@@ -94,7 +94,8 @@ def expected_files() -> dict[Path, str]:
     for notebook in NOTEBOOK_PARAMETERS:
         path = ROOT / "notebooks" / f"{notebook}.ipynb"
         files[path] = _notebook_text(path, notebook)
-    files[ROOT / "README.md"] = _between_marks(ROOT / "README.md", defaults_table())
+    cloud_page = ROOT / "docs" / "cloud.md"
+    files[cloud_page] = _between_marks(cloud_page, defaults_table())
     files[ROOT / "docs" / "instructor.md"] = _between_marks(
         ROOT / "docs" / "instructor.md", parameters_table()
     )

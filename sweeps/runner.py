@@ -54,7 +54,7 @@ COMPARE_NOTEBOOK = "notebooks/05_compare_runs.ipynb"
 # thread, so a second run mostly queues behind the first: measured on two busy cores, two
 # runs at once made each step 1.4-1.6x slower and the pair finished ~1.35x sooner than in
 # turn (only the kernels' start-up overlaps). In the cloud the services compute and a run
-# here mostly waits; each kernel holds about 0.4 GB (README, "Memory").
+# here mostly waits; each kernel holds about 0.4 GB (docs/local-stack.md, "Memory").
 AUTO_JOBS = {"local": 1, "cloud": 4}
 MAX_JOBS = 16
 # A grid multiplies quickly (four parameters of four values are 256 runs): past this many

@@ -5,7 +5,7 @@ fixture points the real SDKs at it and sets well-formed keys, so `backend="cloud
 the cloud's code path. Sail's request counters (`get_stats`) show whether anything was
 sampled; Tinker keeps no such counter, so for it the test asserts that the run stopped in
 the check cell, which comes before `helpers.connect` and so before any Tinker client.
-The README and the instructor's guide state each notebook's cloud costs; a test holds
+docs/cloud.md and the instructor's guide state each notebook's cloud costs; a test holds
 their numbers to the defaults.
 """
 
@@ -341,7 +341,7 @@ def _row(text: str, notebook: str) -> list[str]:
     return [cell.strip() for cell in row.split("|")[2:-1]]
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/instructor.md"])
+@pytest.mark.parametrize("doc", ["docs/cloud.md", "docs/instructor.md"])
 def test_the_docs_state_each_notebooks_cloud_costs_as_its_defaults_give_them(doc: str) -> None:
     text = _cost_part(doc)
     for notebook, (rollouts, trained) in CLOUD_ROLLOUTS.items():

@@ -100,7 +100,7 @@ def _stated(count: int) -> str:
     return "none" if count == 0 else f"{count:,}"
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/instructor.md"])
+@pytest.mark.parametrize("doc", ["docs/cloud.md", "docs/instructor.md"])
 def test_the_docs_cost_tables_count_archives_forward_passes_and_creations(doc: str) -> None:
     rows = _rows(doc)
     for notebook, (archives, forward) in CLOUD_OTHER.items():
@@ -114,7 +114,7 @@ def test_the_docs_cost_tables_count_archives_forward_passes_and_creations(doc: s
     assert "creation charge" in flat
 
 
-def test_the_readme_says_sail_lora_serving_is_a_pilot_that_every_lora_rollout_needs() -> None:
-    flat = " ".join((ROOT / "README.md").read_text().split())
+def test_the_cloud_page_says_sail_lora_serving_is_a_pilot_that_every_lora_rollout_needs() -> None:
+    flat = " ".join((ROOT / "docs" / "cloud.md").read_text().split())
     assert "LoRA pilot" in flat and "limited" in flat
     assert "every rollout that notebooks 02 to 06 and 08 sample comes from a LoRA" in flat

@@ -116,7 +116,7 @@ def _no_sandbox_problem() -> None:
             "warn",
             "user.max_user_namespaces=",
         ),
-        ("Linux", (0, 9), {}, "bubblewrap could not start (odd)", "warn", "README"),
+        ("Linux", (0, 9), {}, "bubblewrap could not start (odd)", "warn", "docs/install.md"),
         ("Linux", (0, 9), {}, None, "ok", ""),
     ],
 )

@@ -1,5 +1,5 @@
-"""The install the README describes: the pip commands `make install` and `make wheelhouse` build
-for each case, the one-sentence failure when PyTorch's CPU index is away, and the course
+"""The install docs/install.md describes: the pip commands `make install` and `make wheelhouse`
+build for each case, the one-sentence failure when PyTorch's CPU index is away, and the course
 importable from any Python or kernel of the environment without PYTHONPATH."""
 
 from __future__ import annotations
@@ -204,9 +204,9 @@ def test_reachable_index_is_probed_for_torch() -> None:
     assert asked == ["/whl/cpu/torch/", "/elsewhere/torch/"]
 
 
-def test_readme_install_commands_use_variables_the_makefile_declares() -> None:
+def test_documented_install_commands_use_variables_the_makefile_declares() -> None:
     declared = set(re.findall(r"^(\w+)\s*\?=", (ROOT / "Makefile").read_text(), re.MULTILINE))
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "install.md").read_text()
     used = set(re.findall(r"make (?:install|wheelhouse)((?: \w+=\S*)+)", readme))
     names = {word.split("=")[0] for group in used for word in group.split()}
     assert {"TORCH", "WHEELS", "WHEELHOUSE", "PLATFORM"} <= names

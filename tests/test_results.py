@@ -272,7 +272,7 @@ def test_storage_holds_only_what_the_runs_need(
     shared: Path,
 ) -> None:
     """After four runs: each run's latest training state, no sampler checkpoint, nothing else
-    but one run.json per training client (README: "Storage")."""
+    but one run.json per training client (docs/storage.md)."""
     tinker = shared / "stack" / "tinker"
     states = sorted(p.parent.name for p in tinker.glob("*/weights/*/checkpoint.json"))
     assert states == [f"{name}-state-1" for name in RUN_NAMES]
