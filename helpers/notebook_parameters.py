@@ -177,10 +177,10 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "eval_problems": EVAL_PROBLEMS,
         "eval_samples": EVAL_SAMPLES,
         "loophole_steps": Parameter(
-            0,
+            60,
             Whole(0, 10_000),
-            "the optional reward-hacking section's two runs, in steps each (0 skips it; 60 "
-            "takes about two minutes locally)",
+            "the optional reward-hacking section's two runs, in steps each: local only, and "
+            "only when at most `steps` (0 skips it; 60 takes about two minutes)",
         ),
         "completion_window": COMPLETION_WINDOW,
         "budget_sampled_tokens": _with(BUDGET, doc=BUDGET.doc + ", and mid-run once it has"),
