@@ -34,7 +34,10 @@ import psutil
 import helpers
 from helpers.defaults import BACKEND_DEFAULTS
 from helpers.training import LoopSettings, run_step
-from local_stack.supervisor import start_local_stack, stop_local_stack
+try:
+    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+except ImportError:  # the old tree, from before the kernel side moved into local_stack/kernel/
+    from local_stack.supervisor import start_local_stack, stop_local_stack
 
 WARM_UP, TIMED = 1, int(sys.argv[1])
 PARTS = ("save_s", "sample_s", "train_s")

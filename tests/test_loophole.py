@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
-from local_stack.supervisor import stop_local_stack
+from local_stack.kernel.supervisor import stop_local_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "04_training_loop.ipynb"
