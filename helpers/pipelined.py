@@ -20,6 +20,7 @@ from tinker_cookbook.rl.types import TrajectoryGroup
 from helpers.scoring import MathGroupBuilder
 from helpers.training import (
     LoopSettings,
+    bootstrap_interval,
     mean_reward,
     rollout_groups,
     snapshot_policy,
@@ -135,6 +136,14 @@ async def train_on_batch(
         record |= {"datums": len(data), **off_policy_metrics(data, learner_logprobs)}
     timeline.record("train", batch.step, started)
     return record
+
+
+def difference_standard_errors(first: list[dict], second: list[dict]) -> dict[str, float]:
+    """Each score's standard error for `second - first`, two models scored on the same
+    held-out problems (`evaluate`'s counts per problem). It comes from notebook 04's
+    problem-clustered bootstrap: the width of its 95% interval over 2 x 1.96."""
+    intervals = bootstrap_interval(first, second)
+    return {score: (high - low) / (2 * 1.96) for score, (low, high) in intervals.items()}
 
 
 async def run_loop(

