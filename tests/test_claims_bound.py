@@ -204,3 +204,41 @@ def test_05_uses_t_quantiles_not_1_96() -> None:
     source = "\n".join(c.source for c in cells("05_compare_runs") if c.cell_type == "code")
     assert "Z_95" not in source and "1.96" not in source and "interval_quantile(" in source
     assert "80% power" in core_markdown("05_compare_runs")
+
+
+# Every number the prose of these notebooks states (outside code spans), reviewed: each is a
+# constant of the course or its sources (notebook numbers, rewards, parameter values an
+# exercise sets, documented limits, exponents, years of papers), never one run's outcome.
+# A run's numbers belong in a rendered cell (`Markdown(f"...")`) or an assert instead.
+NOTEBOOK_NUMBERS = {"01", "02", "03", "04", "05", "08"}
+REVIEWED_NUMBERS = {
+    "01_scoring": {"0", "1", "−0.1", "0.1", "0.5", "2", "7", "12", "84"},  # rewards, examples
+    "02_snapshot_and_serve": {"0", "-0.1", "0.3", "1.5", "8", "10", "12", "32", "404"},
+    "03_one_grpo_step": {
+        "0",
+        "0.0",
+        "1",
+        "3",
+        "4",
+        "0.8",
+        "1.2",
+        "32",
+        "64",
+        "2000",
+        "0.781",
+        "0.0775",
+        "2024",
+        "2025",
+    },  # fmt: skip
+    "05_compare_runs": {"1", "2", "1.96", "4.30", "80%", "95%"},  # t and z quantiles, power
+    "08_ship_the_adapter": {"0", "1", "1e-4", "64", "409"},  # asserted tolerance, rank, HTTP
+}
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_prose_states_only_reviewed_numbers(name: str) -> None:
+    text = "\n".join(c.source for c in cells(name) if c.cell_type == "markdown")
+    text = re.sub(r"`[^`]*`", "", text)  # code spans name things; they state no outcome
+    numbers = set(re.findall(r"(?<![\w.])[-+−]?\d+(?:[.,]\d+)*(?:e-?\d+)?%?", text))
+    unreviewed = numbers - REVIEWED_NUMBERS[name] - NOTEBOOK_NUMBERS
+    assert not unreviewed, f"{name} states {sorted(unreviewed)}: render them from the run"
