@@ -66,6 +66,10 @@ class Estimate:
             f"tokens; {training}; {money}"
         )
 
+    def _ipython_display_(self) -> None:
+        """A notebook cell ending in `estimate_and_cap(...)` shows nothing more: the call has
+        already printed `describe()`, and the dataclass repr would repeat it as a stray line."""
+
 
 def load_prices(path: Path = PRICES_PATH) -> dict:
     """The prices file: USD per million sampled and training tokens (null: not known)."""

@@ -7,7 +7,10 @@ of sums over problems (reward = total reward / samples, correct among well-forme
 and well-formed / well-formed), and its standard error comes from each problem's residual
 around that ratio (the usual linearisation of a ratio estimator). A gain compares the same
 problems before and after training, so its interval pairs them problem by problem.
-Runs whose state.json stores no counts per problem get no interval.
+Runs whose state.json stores no counts per problem get no interval. Every interval uses
+Student's t quantile for its degrees of freedom (problems - 1, or the pooled seeds' degrees
+of freedom), not 1.96: with a handful of seeds the normal quantile is far too narrow
+(t with 2 degrees of freedom is 4.30).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import pandas as pd
 
 from sweeps.runs import Run
 
-Z_95 = 1.96  # a 95% interval is about 1.96 standard errors either side
+CONFIDENCE = 0.95  # every interval here is a two-sided 95% interval
+POWER = 0.8  # the seed rule: the chance of telling apart two settings that truly differ
 # Each held-out score as a ratio of two counts notebook 04 stores per problem.
 RATIOS = {
     "reward": ("reward", "samples"),
@@ -40,11 +44,42 @@ def residuals(problems: list[dict], metric: str) -> np.ndarray | None:
     return (numerator - ratio * denominator) / denominator.mean()
 
 
+def t_quantile(probability: float, freedom: float) -> float:
+    """Student's t quantile with `freedom` degrees of freedom (scipy is not a dependency): the
+    density integrated by Simpson's rule, the quantile found by bisection."""
+    if not 0.5 <= probability < 1 or freedom <= 0:
+        raise ValueError("probability must be from 0.5 to 1 (excluded), freedom above 0")
+    scale = math.exp(math.lgamma((freedom + 1) / 2) - math.lgamma(freedom / 2)) / math.sqrt(
+        freedom * math.pi
+    )
+
+    def tail_mass(x: float) -> float:  # P(0 < T < x)
+        points = np.linspace(0.0, x, 2001)
+        density = scale * (1 + points**2 / freedom) ** (-(freedom + 1) / 2)
+        weights = np.ones(len(points))
+        weights[1:-1:2], weights[2:-1:2] = 4, 2
+        return float(density @ weights) * (x / 2000) / 3
+
+    low, high = 0.0, 1.0
+    while tail_mass(high) < probability - 0.5:
+        low, high = high, 2 * high
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if tail_mass(middle) < probability - 0.5 else (low, middle)
+    return (low + high) / 2
+
+
+def interval_quantile(freedom: float) -> float:
+    """How many standard errors either side of an estimate its 95% interval reaches."""
+    return t_quantile(0.5 + CONFIDENCE / 2, freedom)
+
+
 def half_width(errors: np.ndarray | None) -> float:
     """Half the 95% interval of a mean whose per-problem errors are `errors` (NaN if None)."""
     if errors is None:
         return math.nan
-    return Z_95 * float(np.std(errors, ddof=1)) / math.sqrt(len(errors))
+    spread = float(np.std(errors, ddof=1)) / math.sqrt(len(errors))
+    return interval_quantile(len(errors) - 1) * spread
 
 
 def score_half_width(scores: dict, metric: str) -> float:
@@ -126,7 +161,14 @@ def seed_spread(table: pd.DataFrame, column: str, settings: list[str]) -> tuple[
     return (math.sqrt(squares / freedom), freedom) if freedom else (math.nan, 0)
 
 
-def seeds_needed(spread: float, difference: float) -> int:
-    """Seeds per setting for the 95% interval of the difference between two settings' mean
-    gains, ±1.96 x spread x sqrt(2/n), to be narrower than `difference`."""
-    return max(2, math.ceil(2 * (Z_95 * spread / difference) ** 2))
+def seeds_needed(spread: float, difference: float, power: float = POWER) -> int:
+    """Seeds per setting for a two-sided 95% comparison of two settings' mean gains to detect
+    a true `difference` with probability `power`, when seeds spread by `spread`: the least
+    n >= 2 with (t_0.975 + t_power) x spread x sqrt(2/n) <= difference, the t quantiles
+    taken at the pooled 2(n - 1) degrees of freedom."""
+    for n in range(2, 100_001):
+        freedom = 2 * (n - 1)
+        reach = (interval_quantile(freedom) + t_quantile(power, freedom)) * spread
+        if reach * math.sqrt(2 / n) <= difference:
+            return n
+    raise ValueError(f"more than 100000 seeds: a difference of {difference} is lost in the noise")

@@ -23,7 +23,7 @@ import test_notebooks
 from test_notebooks import error_outputs, kill_everything_started_with
 
 from helpers.params import HELD_OUT_METRICS
-from sweeps.compare import RATIOS, comparison_table, seed_spread, seeds_needed
+from sweeps.compare import RATIOS, comparison_table, interval_quantile, seed_spread, seeds_needed
 from sweeps.runner import OWNER_FILE
 from sweeps.runs import find_runs
 
@@ -237,7 +237,8 @@ def expected_gain(after: list[list[float]]) -> tuple[float, float]:
     samples per problem, the pooled reward is the mean of the problems' mean rewards, and
     the gain's error is that of the mean of the problems' paired differences."""
     differences = np.mean(after, axis=1) - np.mean(BEFORE, axis=1)
-    return differences.mean(), 1.96 * differences.std(ddof=1) / math.sqrt(len(differences))
+    quantile = interval_quantile(len(differences) - 1)  # t, checked in tests/test_claims_bound.py
+    return differences.mean(), quantile * differences.std(ddof=1) / math.sqrt(len(differences))
 
 
 def test_the_comparison_table_is_sorted_by_gain_with_the_settings_that_differ(
@@ -280,8 +281,9 @@ def test_the_seed_arithmetic(fixture_runs: Path) -> None:
         pytest.approx(pooled),
         2,
     )
-    # n > 2 (1.96 s / d)^2: s = 0.1, d = 0.05 needs more than 30.7 seeds.
-    assert seeds_needed(0.1, 0.05) == 31
+    # 80% power at 95%: n >= 2 ((t_0.975 + t_0.8) s / d)^2, about 2 (2.80 x 2)^2 = 62.7 with
+    # normal quantiles; the t quantiles at 2(n - 1) degrees of freedom make it 64.
+    assert seeds_needed(0.1, 0.05) == 64
     assert seeds_needed(0.01, 0.5) == 2  # never fewer than two: one seed has no spread
 
 

@@ -1,0 +1,102 @@
+"""How much do notebook 03's after-the-step numbers vary from seed to seed? The instructor
+guide quotes the ranges this prints, because one run's values are not what to expect.
+
+Runs notebook 03's step at its local defaults (16 groups of 8, learning rate 1e-4,
+temperature 1, Adam with beta2 0.95) once per seed, with the notebook's own helpers, and
+prints per seed, then as a range: the mean logprob change of positive- and negative-advantage
+completions, which side moved further, and `kl_sample_train` v1 and v2 after the step.
+About 30 s per seed on two cores, on the local backend only.
+
+    python scripts/one_step_spread.py --seeds 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import time
+
+import tinker
+from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
+from tinker_cookbook.rl.metrics import compute_kl_sample_train
+
+import helpers
+from helpers.defaults import with_defaults
+from helpers.inspect_step import (
+    completion_logprob_changes,
+    learner_logprobs,
+    sample_with_spread,
+    without_mask,
+)
+from helpers.serving import sail_policy
+
+NOTEBOOK = "03_one_grpo_step"
+
+
+async def one_step(course, seed: int) -> dict[str, float]:
+    """Notebook 03's step for one seed: the numbers its prose used to quote."""
+    learning_rate, max_tokens = with_defaults(
+        "local", NOTEBOOK, learning_rate=None, max_tokens=None
+    ).values()
+    client = await course.service_client.create_lora_training_client_async(
+        base_model=course.model_name, rank=course.adapter_config["r"], seed=seed
+    )
+    policy = await sail_policy(
+        client,
+        course.service_client,
+        course.adapter_config,
+        f"one-step-spread-{seed}-{time.time_ns()}",
+        model_name=course.model_name,
+        max_tokens=max_tokens,
+        temperature=1.0,
+    )
+    groups = await sample_with_spread(policy, course, random.Random(seed), 16, 8)
+    advantages_P = compute_advantages(groups)
+    data_D, metadata_D = assemble_training_data(groups, advantages_P)
+    advantage_D = [float(advantages_P[m["group_idx"]][m["traj_idx"]]) for m in metadata_D]
+    before_D = await learner_logprobs(client, data_D)
+    sent_D = [without_mask(d) for d in data_D]
+    await (
+        await client.forward_backward_async(sent_D, loss_fn="importance_sampling")
+    ).result_async()
+    adam = tinker.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
+    await (await client.optim_step_async(adam)).result_async()
+    after_D = await learner_logprobs(client, data_D)
+    change_D = completion_logprob_changes(data_D, before_D, after_D)
+    positive = [c for c, a in zip(change_D, advantage_D, strict=True) if a > 0]
+    negative = [c for c, a in zip(change_D, advantage_D, strict=True) if a < 0]
+    kl = compute_kl_sample_train(data_D, after_D)
+    return {
+        "positive": sum(positive) / len(positive),
+        "negative": sum(negative) / len(negative),
+        "v1": kl["optim/kl_sample_train_v1"],
+        "v2": kl["optim/kl_sample_train_v2"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=8, help="seeds 0 to this - 1 (at least 5)")
+    seeds = range(max(5, parser.parse_args().seeds))
+    course = helpers.connect("local")
+    results = {}
+    for seed in seeds:  # one at a time: the numbers must not depend on batching across seeds
+        results[seed] = asyncio.run(one_step(course, seed))
+        r = results[seed]
+        further = "negative" if abs(r["negative"]) > abs(r["positive"]) else "positive"
+        print(
+            f"seed {seed}: positive {r['positive']:+.4f} nats, negative {r['negative']:+.4f} "
+            f"({further} further); KL after v1 {r['v1']:.2e}, v2 {r['v2']:.2e}"
+        )
+    for key in ("positive", "negative", "v1", "v2"):
+        values = [r[key] for r in results.values()]
+        print(f"{key}: {min(values):+.2e} to {max(values):+.2e} over {len(values)} seeds")
+    negative_further = sum(abs(r["negative"]) > abs(r["positive"]) for r in results.values())
+    v1_above = sum(r["v1"] > r["v2"] for r in results.values())
+    print(f"negative side further in {negative_further} of {len(results)} seeds")
+    print(f"v1 above v2 in {v1_above} of {len(results)} seeds")
+
+
+if __name__ == "__main__":
+    main()
