@@ -44,6 +44,7 @@ NOTEBOOK = "04_training_loop.ipynb"
 CLOUD = BACKEND_DEFAULTS["cloud"]
 FASTER = NOTEBOOK_DEFAULTS["06_faster_loops"]["cloud"]
 SHIP = NOTEBOOK_DEFAULTS["08_ship_the_adapter"]["cloud"]
+SANDBOXED = {"group_size": 8, **NOTEBOOK_DEFAULTS["07_sandboxed_rollouts"]["cloud"]}
 # What each spending notebook samples and trains on at most with backend="cloud" and its
 # defaults, worked out from its cells: (rollouts sampled, rollouts trained on). Every
 # rollout samples at most max_tokens = 1,024 tokens.
@@ -63,16 +64,25 @@ CLOUD_ROLLOUTS = {
         + 4 * FASTER["eval_problems"] * FASTER["eval_samples"],
         (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32,
     ),
-    # one sandboxed group of 4
-    "07_sandboxed_rollouts.ipynb": (4, 0),
+    # the first sandboxed group of 8, steps of 8 x 8, the held-out evaluation before and after
+    "07_sandboxed_rollouts.ipynb": (
+        SANDBOXED["group_size"]
+        + SANDBOXED["steps"] * 64
+        + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"],
+        SANDBOXED["steps"] * 64,
+    ),
     # a short run of 8 x 8 rollouts a step; 4 parity problems and 8 table rows, twice each
     "08_ship_the_adapter.ipynb": (
         SHIP["short_run_steps"] * 64 + 2 * 4 + 2 * 8,
         SHIP["short_run_steps"] * 64,
     ),
 }
-# Notebook 07's sandboxes with group_size 4: {lifetime budget in seconds: how many}.
-CLOUD_SANDBOXES = {120: 11, 600: 16}
+# Notebook 07's sandboxes with its cloud defaults: {lifetime budget in seconds: how many}: 11
+# for the first cells, then four groups of 8 and one per training and held-out rollout.
+CLOUD_SANDBOXES = {
+    120: 11,
+    600: 4 * 8 + SANDBOXED["steps"] * 64 + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"],
+}
 
 
 def ceiling(notebook: str) -> int:
