@@ -406,11 +406,13 @@ def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
     log = tmp_path / "sandboxes.log"
     run_env["COURSE_TEST_SANDBOX_LOG"] = str(log)
     out = tmp_path / "out.ipynb"
-    parameters = {"group_size": 3, "simulated_boot_seconds": 0.1}
+    sizes = {"steps": 2, "groups_per_step": 2, "eval_tasks": 2, "eval_samples": 1}
+    parameters = {"group_size": 3, "simulated_boot_seconds": 0.1, **sizes}
     code, printed = finish(papermill("07_sandboxed_rollouts.ipynb", out, parameters, run_env))
     assert code == 0, printed[-3000:]
     created = Counter(round(float(lifetime)) for lifetime in log.read_text().split())
-    assert created == {120: 1 + 10, 600: 4 * 3}  # by hand and containment; four groups
+    # By hand and containment; four groups; one per training and held-out rollout.
+    assert created == {120: 1 + 10, 600: 4 * 3 + 2 * 2 * 3 + 2 * 2 * 1}
     assert describe_sandboxes(created, "local") in "".join(_text(c) for c in _cells(out))
 
 
