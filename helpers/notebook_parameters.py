@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 
 from helpers.params import (
     BACKENDS,
-    CONTEXT_TOKENS,
     HELD_OUT_METRICS,
     HELD_OUT_PROBLEMS,
     MAX_GROUP_SIZE,
@@ -237,15 +236,39 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
     "07_sandboxed_rollouts": {
         "backend": BACKEND,
-        "group_size": Parameter(4, Whole(1, 16), "rollouts (and sandboxes) per group"),
+        "steps": Parameter(None, STEPS, "optimizer steps", local=15, cloud=3),
+        "group_size": Parameter(
+            8, Whole(2, 16), "rollouts (and sandboxes) per task; GRPO compares them"
+        ),
+        "groups_per_step": Parameter(8, Whole(1, 64), "shell tasks per step, a group each"),
+        "learning_rate": _with(LEARNING_RATE, local=2e-3),
+        "seed": _with(SEED, doc="picks the training tasks and the new adapter's initial weights"),
+        "run_name": _with(
+            RUN_NAME,
+            value="sandboxed-shell",
+            doc="runs/<run_name>/ holds the run's metrics and task folders; a rerun starts it "
+            "again",
+        ),
+        "eval_tasks": Parameter(
+            None,
+            Whole(1, 256, none_ok=True),
+            "held-out tasks scored before and after training",
+            local=48,
+            cloud=8,
+        ),
+        "eval_samples": Parameter(
+            None, Whole(1, 16, none_ok=True), "samples per held-out task", local=4, cloud=2
+        ),
         "simulated_boot_seconds": Parameter(
             0.5, SIMULATED_SECONDS, "local only: stands in for a Sailbox's start-up time"
         ),
-        "temperature": _with(TEMPERATURE, doc="cloud only: sampling temperature"),
+        "temperature": TEMPERATURE,
         "max_tokens": Parameter(
-            1024,
-            Whole(1, CONTEXT_TOKENS["cloud"], why="Kimi K2.6's context"),
-            "cloud only: Kimi K2.6 thinks before it writes its script",
+            None,
+            max_tokens,
+            "tokens a reply may have (Kimi K2.6 thinks before it writes its script)",
+            local=40,
+            cloud=1024,
         ),
         "budget_sampled_tokens": BUDGET,
     },

@@ -37,6 +37,10 @@ TINY_SWEEP = {
     "eval_problems": 30,
 }
 
+# Notebooks that train a run of their own, beside notebook 04's: each gets the given run_name
+# with this suffix, so its metrics.jsonl never lands in notebook 04's run folder.
+OWN_RUN_FOLDER = {"07_sandboxed_rollouts.ipynb": "sandboxed-shell"}
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -74,6 +78,8 @@ def run_all(out_dir: Path, given: dict[str, object], prefixes: tuple[str, ...] =
             continue
         declared = papermill.inspect_notebook(str(notebook))
         parameters = {name: _literal(v) for name, v in given.items() if name in declared}
+        if notebook.name in OWN_RUN_FOLDER and "run_name" in parameters:
+            parameters["run_name"] = f"{parameters['run_name']}-{OWN_RUN_FOLDER[notebook.name]}"
         start = time.monotonic()
         try:
             execute(notebook, out_dir / notebook.name, parameters)

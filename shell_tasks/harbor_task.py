@@ -19,6 +19,9 @@ from typing import Any
 
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
 
+# The course's own tasks, found from this package: a notebook run from any working directory
+# (notebooks/ in JupyterLab, the repository root under papermill) finds them.
+COURSE_TASKS_DIR = Path(__file__).resolve().parents[1] / "tasks"
 # Docker's default is "/", which a sandbox cannot hand out as a writable directory.
 DEFAULT_WORKDIR = "/app"
 # Harbor's verifier contract: the tests go to /tests, test.sh writes the reward to /logs/verifier.

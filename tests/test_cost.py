@@ -44,6 +44,7 @@ NOTEBOOK = "04_training_loop.ipynb"
 CLOUD = BACKEND_DEFAULTS["cloud"]
 FASTER = NOTEBOOK_DEFAULTS["06_faster_loops"]["cloud"]
 SHIP = NOTEBOOK_DEFAULTS["08_ship_the_adapter"]["cloud"]
+SANDBOXED = {"group_size": 8, **NOTEBOOK_DEFAULTS["07_sandboxed_rollouts"]["cloud"]}
 # What each spending notebook samples and trains on at most with backend="cloud" and its
 # defaults, worked out from its cells: (rollouts sampled, rollouts trained on). Every
 # rollout samples at most max_tokens = 1,024 tokens.
@@ -63,16 +64,25 @@ CLOUD_ROLLOUTS = {
         + 4 * FASTER["eval_problems"] * FASTER["eval_samples"],
         (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32,
     ),
-    # one sandboxed group of 4
-    "07_sandboxed_rollouts.ipynb": (4, 0),
+    # the first sandboxed group of 8, steps of 8 x 8, the held-out evaluation before and after
+    "07_sandboxed_rollouts.ipynb": (
+        SANDBOXED["group_size"]
+        + SANDBOXED["steps"] * 64
+        + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"],
+        SANDBOXED["steps"] * 64,
+    ),
     # a short run of 8 x 8 rollouts a step; 4 parity problems and 8 table rows, twice each
     "08_ship_the_adapter.ipynb": (
         SHIP["short_run_steps"] * 64 + 2 * 4 + 2 * 8,
         SHIP["short_run_steps"] * 64,
     ),
 }
-# Notebook 07's sandboxes with group_size 4: {lifetime budget in seconds: how many}.
-CLOUD_SANDBOXES = {120: 11, 600: 16}
+# Notebook 07's sandboxes with its cloud defaults: {lifetime budget in seconds: how many}: 11
+# for the first cells, then four groups of 8 and one per training and held-out rollout.
+CLOUD_SANDBOXES = {
+    120: 11,
+    600: 4 * 8 + SANDBOXED["steps"] * 64 + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"],
+}
 
 
 def ceiling(notebook: str) -> int:
@@ -397,11 +407,13 @@ def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
     log = tmp_path / "sandboxes.log"
     run_env["COURSE_TEST_SANDBOX_LOG"] = str(log)
     out = tmp_path / "out.ipynb"
-    parameters = {"group_size": 3, "simulated_boot_seconds": 0.1}
+    sizes = {"steps": 2, "groups_per_step": 2, "eval_tasks": 2, "eval_samples": 1}
+    parameters = {"group_size": 3, "simulated_boot_seconds": 0.1, **sizes}
     code, printed = finish(papermill("07_sandboxed_rollouts.ipynb", out, parameters, run_env))
     assert code == 0, printed[-3000:]
     created = Counter(round(float(lifetime)) for lifetime in log.read_text().split())
-    assert created == {120: 1 + 10, 600: 4 * 3}  # by hand and containment; four groups
+    # By hand and containment; four groups; one per training and held-out rollout.
+    assert created == {120: 1 + 10, 600: 4 * 3 + 2 * 2 * 3 + 2 * 2 * 1}
     assert describe_sandboxes(created, "local") in "".join(_text(c) for c in _cells(out))
 
 

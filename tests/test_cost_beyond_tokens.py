@@ -26,17 +26,23 @@ ROOT = Path(__file__).resolve().parents[1]
 # With backend="cloud" and the defaults: (adapter archives, rollouts through forward passes).
 # 02: the checkpoint signed by hand and sail_policy's; 03: one checkpoint for every draw,
 # and the 128 trained rollouts scored before and after the step; 04: 7 steps and 2
-# evaluations; 06: 3 x 5 + 4 steps and 4 models scored; 07: its cloud policy is the base
-# model; 08: its 7-step run and the shipped checkpoint, and 4 passes over 4 parity rollouts.
+# evaluations; 06: 3 x 5 + 4 steps and 4 models scored; 07: 3 steps and 2 evaluations; 08:
+# its 7-step run and the shipped checkpoint, and 4 passes over 4 parity rollouts.
 CLOUD_OTHER = {
     "02_snapshot_and_serve": (2, 0),
     "03_one_grpo_step": (1, 256),
     "04_training_loop": (9, 0),
     "06_faster_loops": (23, 0),
-    "07_sandboxed_rollouts": (0, 0),
+    "07_sandboxed_rollouts": (5, 0),
     "08_ship_the_adapter": (8, 16),
 }
-CHECKED_HERE = ["02_snapshot_and_serve", "03_one_grpo_step", "04_training_loop", "06_faster_loops"]
+CHECKED_HERE = [
+    "02_snapshot_and_serve",
+    "03_one_grpo_step",
+    "04_training_loop",
+    "06_faster_loops",
+    "07_sandboxed_rollouts",
+]
 
 
 def check_cell_output(notebook: str) -> str:
@@ -107,7 +113,7 @@ def test_the_docs_cost_tables_count_archives_forward_passes_and_creations(doc: s
         *_, stated_archives, stated_forward = rows[notebook]
         assert stated_archives.startswith(_stated(archives)), (doc, notebook)
         assert stated_forward.startswith(_stated(forward)), (doc, notebook)
-    assert "27 Sailboxes" in rows["07_sandboxed_rollouts"][0] + rows["07_sandboxed_rollouts"][2]
+    assert "267 Sailboxes" in rows["07_sandboxed_rollouts"][0] + rows["07_sandboxed_rollouts"][2]
     day = sum(archives for archives, _ in CLOUD_OTHER.values())
     flat = " ".join((ROOT / doc).read_text().split())
     assert f"{day} adapter archives (about {day * ASSUMED_ADAPTER_ARCHIVE_GB:,.0f} GB" in flat

@@ -306,15 +306,18 @@ PROBE_07 = """{
     ],
     "timings": timings,
     "containment": json.loads(containment.to_json(orient="index")),
+    "metrics": [json.loads(line) for line in run.metrics_path.read_text().splitlines()],
 }"""
+# The training section at its smallest: the bullets do not touch it, but it runs.
+SMALL_TRAINING_07 = {"steps": 2, "groups_per_step": 2, "eval_tasks": 2, "eval_samples": 1}
 
 
 @pytest.fixture(scope="module")
 def edited_07(folders, tmp_path_factory) -> tuple[nbformat.NotebookNode, dict]:
-    """All four bullets in one run: they change different cells. A slow reply and
-    `command_timeout=5` (the rollout cell); `group_size = 8` (the rollout and creation
-    cells); two planted-reward rows, one per grader, and `cat /etc/shadow` and `kill -9 1`
-    rows (the containment cell)."""
+    """All five bullets in one run: they change different cells. A slow reply and
+    `command_timeout=5` (the rollout cell); `simulated_boot_seconds = 2` (the creation
+    cell); two planted-reward rows, one per grader, and `cat /etc/shadow` and `kill -9 1`
+    rows (the containment cell); and `metrics.jsonl`, read back (the probe)."""
     folder = folder_for(folders, tmp_path_factory, "07")
     edits = [
         ("SCRIPTED_REPLIES = [", '1000.",\n]', f'1000.",\n    "{SLOW_REPLY}",\n]'),
@@ -327,7 +330,7 @@ def edited_07(folders, tmp_path_factory) -> tuple[nbformat.NotebookNode, dict]:
         ("escapes = {", '"fake the grade": (TAMPER, 5, graded),\n}', NEW_ROWS.lstrip("\n")),
     ]
     notebook = with_probe(NOTEBOOK_07, folder, PROBE_07, edits)
-    parameters = {"group_size": 8, "simulated_boot_seconds": 0.2}
+    parameters = {"simulated_boot_seconds": 2, **SMALL_TRAINING_07}
     executed = succeeded(run(notebook, folder / "out.ipynb", parameters, environment(folder)))
     assert not error_outputs(executed)
     return executed, probe(executed)
@@ -349,13 +352,22 @@ def test_07_a_planted_reward_fools_harbor_reward_and_not_run_verifier(edited_07)
     assert rows["planted reward, HarborReward"]["afterwards"][0] == 1.0
 
 
-def test_07_group_size_8_creates_8_sandboxes_each_way(edited_07) -> None:
+def test_07_two_second_boots_cost_8_boots_one_after_another(edited_07) -> None:
     executed, seen = edited_07
     text = printed(executed, "for creation in (")
     for creation in ("sequential", "concurrent"):
         assert f"{creation:10s}: 8 sandboxes ready in" in text
-    # One boot after another: at least 8 boots (the notebook asserts this lower bound too).
-    assert seen["timings"]["sequential"] >= 8 * 0.2
+    # One boot after another: at least 8 boots (the notebook asserts this lower bound too);
+    # together, the group waits for about one, so concurrent creation wins by far.
+    assert seen["timings"]["sequential"] >= 8 * 2
+    assert seen["timings"]["concurrent"] < seen["timings"]["sequential"] / 2
+
+
+def test_07_metrics_jsonl_has_a_line_per_step_with_reward_and_bash_block_rates(edited_07) -> None:
+    metrics = edited_07[1]["metrics"]
+    assert [m["step"] for m in metrics] == list(range(SMALL_TRAINING_07["steps"]))
+    for m in metrics:
+        assert 0 <= m["has_bash_block"] <= 1 and 0 <= m["reward"] <= 1
 
 
 def test_07_reading_etc_shadow_fails_and_kill_9_1_does_nothing(edited_07) -> None:

@@ -45,7 +45,15 @@ SMALL_PARAMETERS = {
         "eval_samples": 1,
         "run_name": "papermill-small",
     },
-    "07_sandboxed_rollouts.ipynb": {"group_size": 2, "simulated_boot_seconds": 0.2},
+    "07_sandboxed_rollouts.ipynb": {
+        "steps": 2,
+        "group_size": 2,
+        "groups_per_step": 2,
+        "eval_tasks": 4,
+        "eval_samples": 1,
+        "run_name": "papermill-small",
+        "simulated_boot_seconds": 0.2,
+    },
 }
 
 
