@@ -13,7 +13,7 @@ import tinker_cookbook
 from helpers.defaults import BACKEND_DEFAULTS
 from helpers.effect_size import separation, sign_check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_cloud_learning_rate_is_the_cookbooks_for_kimi_lora() -> None:

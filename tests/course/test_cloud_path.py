@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_notebooks import FAKE_KEYS, all_text_under
+from tests.notebook_support import FAKE_KEYS, all_text_under
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
 import asyncio, json

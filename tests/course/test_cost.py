@@ -12,15 +12,12 @@ their numbers to the defaults.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
 import pytest
-import test_notebooks
-from test_notebooks import NOTEBOOKS, finish, papermill
 
 from helpers.cost import (
     DEFAULT_BUDGET_SAMPLED_TOKENS,
@@ -37,9 +34,9 @@ from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
 from helpers.errors import CourseConfigError
 from local_stack.control.client import get_stats
 from tests.cloud_support import cloud_kernel_env
+from tests.notebook_support import NOTEBOOKS, finish, papermill
 
-ROOT = Path(__file__).resolve().parent.parent
-run_env = test_notebooks.run_env  # the fixture: fake keys, private runs/ and stack dirs
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "04_training_loop.ipynb"
 CLOUD = BACKEND_DEFAULTS["cloud"]
 FASTER = NOTEBOOK_DEFAULTS["06_faster_loops"]["cloud"]
@@ -210,7 +207,7 @@ def _text(cell) -> str:
 def test_cloud_defaults_print_the_estimate_before_any_request_and_fit_the_budget(
     notebook: str, local_stack, tmp_path: Path
 ) -> None:
-    env = {**os.environ, "COURSE_RUNS_DIR": str(tmp_path / "runs")}
+    env = cloud_kernel_env(tmp_path)
     truncated = _notebook_up_to_the_check_cell(tmp_path, notebook)
     before = get_stats(local_stack.url)
     out = tmp_path / "out.ipynb"
@@ -234,7 +231,7 @@ CAPPED = [(notebook, ceiling(notebook)) for notebook in CLOUD_ROLLOUTS]
 def test_over_budget_cloud_run_stops_in_the_check_cell_with_no_request(
     notebook: str, ceiling: int, local_stack, tmp_path: Path
 ) -> None:
-    env = {**os.environ, "COURSE_RUNS_DIR": str(tmp_path / "runs")}
+    env = cloud_kernel_env(tmp_path)
     before = get_stats(local_stack.url)
     out = tmp_path / notebook
     code, _ = finish(

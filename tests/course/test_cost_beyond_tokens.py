@@ -22,7 +22,7 @@ from helpers.cost import (
     estimate_and_cap,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # With backend="cloud" and the defaults: (adapter archives, rollouts through forward passes).
 # 02: the checkpoint signed by hand and sail_policy's; 03: one checkpoint for every draw,
 # and the 128 trained rollouts scored before and after the step; 04: 7 steps and 2

@@ -21,7 +21,7 @@ import helpers.training as training
 from helpers.params import COMPLETION_WINDOWS
 from helpers.serving import ROLLOUT_TIMEOUT_S, sail_policy
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def test_every_window_has_a_wait_and_flex_waits_hours_longer_than_balanced() -> None:

@@ -31,7 +31,7 @@ from local_stack.supervisor import start_local_stack
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # tinker deprecates archive URLs
 
 ADAPTER_CONFIG = json.loads(
-    (Path(__file__).resolve().parents[1] / "tinker_adapter_config.json").read_text()
+    (Path(__file__).resolve().parents[2] / "tinker_adapter_config.json").read_text()
 )
 # One Adam step at this rate moves the 13-token completion's log-probability (-20.9 under
 # the base model) by +3.3 to +3.5 nats for advantage +1 and -2.5 to -2.6 for -1 (measured

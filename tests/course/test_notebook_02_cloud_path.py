@@ -25,7 +25,7 @@ from tinker.lib.public_interfaces.training_client import TrainingClient
 
 from helpers.sdk_noise import KNOWN_NOISE
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_snapshot_and_serve.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_snapshot_and_serve.ipynb"
 
 
 def cell(cell_id: str) -> str:

@@ -23,7 +23,7 @@ import psutil
 import pytest
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_sandboxed_rollouts.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_sandboxed_rollouts.ipynb"
 CONTAINMENT_CELL, CHECK_CELL = "cell-16", "cell-17"
 
 

@@ -14,17 +14,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import test_notebooks
-from test_notebooks import finish, papermill
 from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
 from tinker_cookbook.rl.train import train_step
 
 from helpers.inspect_step import completion_logprob_changes, learner_logprobs, sample_with_spread
 from helpers.serving import sail_policy
 from tests.cloud_support import cloud_kernel_env
+from tests.notebook_support import finish, papermill
 
 NOTEBOOK = "03_one_grpo_step.ipynb"
-run_env = test_notebooks.run_env  # the same fixture: fake keys, private runs/ and stack dirs
 
 
 def outputs(path: Path) -> tuple[str, list]:

@@ -12,7 +12,7 @@ import nbformat
 
 from local_stack.config import SAIL_API_KEY, TINKER_API_KEY
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_rehearsal_runs_a_notebook_on_the_cloud_path(tmp_path: Path) -> None:

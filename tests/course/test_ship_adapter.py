@@ -30,6 +30,14 @@ from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, load_
 from local_stack.sail.adapter_archive import MAX_ARCHIVE_BYTES
 from local_stack.sail.loras import MAX_CLIENT_LORAS
 from tests.cloud_support import cloud_kernel_env
+from tests.notebook_support import (
+    all_text_under,
+    assert_no_key_leaks,
+    error_outputs,
+    finish,
+    papermill,
+)
+from tests.params_support import NOTEBOOKS as PARAMETER_TABLE
 from tests.sail_support import (
     ADAPTER_FILES,
     HTTP,
@@ -42,15 +50,6 @@ from tests.sail_support import (
     sample,
     save_adapter,
 )
-from tests.test_notebooks import (
-    all_text_under,
-    assert_no_key_leaks,
-    error_outputs,
-    finish,
-    papermill,
-    run_env,  # noqa: F401 (the fixture)
-)
-from tests.test_params import NOTEBOOKS as PARAMETER_TABLE
 
 NOTEBOOK = "08_ship_the_adapter.ipynb"
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
@@ -368,7 +367,7 @@ def test_file_storage_is_bounded_and_refuses_instead_of_evicting(local_stack):
     ],
 )
 def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
-    valid = PARAMETER_TABLE[NOTEBOOK][0]  # the valid values tests/test_params.py checks
+    valid = PARAMETER_TABLE[NOTEBOOK][0]  # the valid values tests/course/test_params.py checks
     check_params("08_ship_the_adapter", **valid)
     with pytest.raises(CourseConfigError) as raised:
         check_params("08_ship_the_adapter", **{**valid, name: value})
@@ -377,7 +376,7 @@ def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
 
 def notebook_function(name: str, namespace: dict) -> dict:
     """Run the notebook cell that defines `name`, in `namespace`."""
-    cells = nbformat.read(Path(__file__).parent.parent / "notebooks" / NOTEBOOK, 4).cells
+    cells = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / NOTEBOOK, 4).cells
     [source] = [c.source for c in cells if f"def {name}(" in c.source]
     exec(source, namespace)  # noqa: S102 (the notebook's own code)
     return namespace

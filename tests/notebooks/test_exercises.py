@@ -1,9 +1,9 @@
 """Every "Try this" of notebooks 03, 05, 07 and 08, done as the bullet says, with small
 parameters, and checked for the change the bullet announces.
 
-(Those of notebooks 01, 02 and 04 are in tests/test_results.py.) Each run sets the
+(Those of notebooks 01, 02 and 04 are in tests/notebooks/test_results.py.) Each run sets the
 parameters a bullet names, or makes the edit it describes in the cell it names, and gets a
-last cell that prints what the test reads as JSON (`tests.test_results.probe`). One run
+last cell that prints what the test reads as JSON (`tests.notebook_support.probe`). One run
 checks several bullets where they touch different cells. A bullet that needs cloud keys is
 run on the cloud path against the local stack by the test named beside it.
 """
@@ -22,9 +22,18 @@ import nbformat
 import pytest
 
 from local_stack.supervisor import stop_local_stack
-from tests.test_notebooks import ROOT, assert_no_key_leaks, error_outputs
-from tests.test_results import PROBE, environment, printed, probe, run, succeeded
-from tests.test_sweep import AFTER, BEFORE, SWEEP, TINY, fixture_runs  # noqa: F401 (fixture)
+from tests.notebook_support import (
+    PROBE,
+    ROOT,
+    assert_no_key_leaks,
+    error_outputs,
+    kernel_env,
+    printed,
+    probe,
+    run,
+    succeeded,
+)
+from tests.sweep_support import AFTER, BEFORE, SWEEP, TINY
 
 
 def with_probe(
@@ -97,7 +106,7 @@ def run_03(folders, factory, name: str, parameters: dict, edits=()) -> tuple[dic
     papermill's log with the executed notebook (for the leak check)."""
     folder = folder_for(folders, factory, name)
     notebook = with_probe(NOTEBOOK_03, folder, PROBE_03, list(edits))
-    executed = succeeded(run(notebook, folder / "out.ipynb", parameters, environment(folder)))
+    executed = succeeded(run(notebook, folder / "out.ipynb", parameters, kernel_env(folder)))
     assert not error_outputs(executed)
     return probe(executed), executed.metadata["log"] + (folder / "out.ipynb").read_text()
 
@@ -179,7 +188,7 @@ def seeds3(folders, tmp_path_factory) -> tuple[Path, str, str]:
     """Try this: run the sweep with three seeds, and interrupt it with Ctrl-C halfway, then
     run it again. The folder, and what the interrupted and the second sweep printed."""
     folder = folder_for(folders, tmp_path_factory, "seeds3")
-    env = environment(folder)
+    env = kernel_env(folder)
     first = sweep(env)
     second_run = folder / "runs" / SEEDS3[1] / "state.json"
     deadline = time.monotonic() + 600
@@ -234,7 +243,7 @@ def test_05_three_seeds_and_the_smoothing_window(seeds3, smoothing: int) -> None
     steps; at 1 it is the raw curve)."""
     folder, _, _ = seeds3
     parameters = {"runs": "seeds3-*", "smoothing": smoothing}
-    executed = run_05(folder, f"compare-{smoothing}", parameters, environment(folder))
+    executed = run_05(folder, f"compare-{smoothing}", parameters, kernel_env(folder))
     text = printed(executed, "spread, freedom = seed_spread(")
     assert "(pooled, 2 degrees of freedom)" in text and "over 3 seeds" in text
     seen = probe(executed)
@@ -251,15 +260,15 @@ def test_05_three_seeds_and_the_smoothing_window(seeds3, smoothing: int) -> None
 
 
 def test_05_metric_correct_given_format_ranks_by_that_metric(
-    fixture_runs: Path,  # noqa: F811 (the fixture)
+    fixture_runs: Path,
     folders,
     tmp_path_factory,
 ) -> None:
     """Try this: `metric = "correct_given_format"`, on runs of two learning rates, two seeds
-    each (tests/test_sweep.py's fixture runs): the gains, and the ranking of the learning
+    each (tests/sweep_support.py's fixture runs): the gains, and the ranking of the learning
     rates, are those of the correct rate among well-formed answers."""
     folder = folder_for(folders, tmp_path_factory, "metric")
-    env = {**environment(folder), "COURSE_RUNS_DIR": str(fixture_runs)}
+    env = {**kernel_env(folder), "COURSE_RUNS_DIR": str(fixture_runs)}
     parameters = {"runs": "fx-lr*", "metric": "correct_given_format"}
     executed = succeeded(run(NOTEBOOK_05, folder / "out.ipynb", parameters, env))
     text = printed(executed, "spread, freedom = seed_spread(")
@@ -328,7 +337,7 @@ def edited_07(folders, tmp_path_factory) -> tuple[nbformat.NotebookNode, dict]:
     ]
     notebook = with_probe(NOTEBOOK_07, folder, PROBE_07, edits)
     parameters = {"group_size": 8, "simulated_boot_seconds": 0.2}
-    executed = succeeded(run(notebook, folder / "out.ipynb", parameters, environment(folder)))
+    executed = succeeded(run(notebook, folder / "out.ipynb", parameters, kernel_env(folder)))
     assert not error_outputs(executed)
     return executed, probe(executed)
 
@@ -408,7 +417,7 @@ def longer_run_shipped(folders, tmp_path_factory) -> tuple[Path, nbformat.Notebo
     notebook with `run_name = "longer"`; in the same run, `keep_on_sail = True` and then what
     the keep-on-Sail and rank-64 bullets say to type, after the clean-up cell."""
     folder = folder_for(folders, tmp_path_factory, "08")
-    env = environment(folder)
+    env = kernel_env(folder)
     trained = {"steps": 3, "group_size": 2, "groups_per_step": 4, "eval_problems": 2}
     succeeded(
         run("04_training_loop.ipynb", folder / "04.ipynb", {**trained, "run_name": "longer"}, env)
@@ -448,7 +457,7 @@ def test_08_a_lora_name_with_capitals_stops_in_the_check_cell(folders, tmp_path_
     """Try this: `lora_name = "Course_Adapter"`."""
     folder = folder_for(folders, tmp_path_factory, "08-name")
     executed = run(
-        NOTEBOOK_08, folder / "out.ipynb", {"lora_name": "Course_Adapter"}, environment(folder)
+        NOTEBOOK_08, folder / "out.ipynb", {"lora_name": "Course_Adapter"}, kernel_env(folder)
     )
     assert executed.metadata["exit_code"] != 0
     [(cell, error)] = [

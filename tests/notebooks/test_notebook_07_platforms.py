@@ -18,10 +18,8 @@ from pathlib import Path
 import nbformat
 
 from shell_tasks.sandbox_cells import MARK, SKIPPED
-from tests import test_notebooks
-from tests.test_notebooks import SMALL_PARAMETERS, finish, papermill
+from tests.notebook_support import SMALL_PARAMETERS, finish, papermill
 
-run_env = test_notebooks.run_env  # the fixture: own runs/ and stack folders, fake keys set
 NOTEBOOK = "07_sandboxed_rollouts.ipynb"
 # Runs in the kernel at start-up (an IPython startup file): logs the argv of each process
 # it starts, by subprocess, os.exec*, os.posix_spawn, os.spawn* or os.system.

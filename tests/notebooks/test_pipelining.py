@@ -24,18 +24,15 @@ from tinker import types
 from local_stack.config import TRAIN_LATENCY_VAR, knob_settings_from_env
 from local_stack.control.client import get_knobs, get_stats, set_knobs
 from local_stack.control.knobs import Knobs
-from tests import test_notebooks
 from tests.cloud_support import cloud_kernel_env
-from tests.sail_support import QUESTIONS, make_completer, sample_async
-from tests.test_notebooks import (
+from tests.notebook_support import (
     all_text_under,
     assert_no_key_leaks,
     finish,
     papermill,
 )
+from tests.sail_support import QUESTIONS, make_completer, sample_async
 from tests.tinker_datums import MODEL, rl_datum
-
-run_env = test_notebooks.run_env  # the same fixture: fake keys, private runs/ and stack dirs
 
 NOTEBOOK = "06_faster_loops.ipynb"
 HELD_SECONDS = 6.0  # long enough that sampling 16 short rollouts ends well within it

@@ -5,7 +5,6 @@ optional section that recomputes `ppo` and `cispo` by hand (it asserts inside)."
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -16,8 +15,9 @@ import nbformat
 import pytest
 
 from local_stack.supervisor import stop_local_stack
+from tests.notebook_support import kernel_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "03_one_grpo_step.ipynb"
 BULLET = "- Compare `importance_sampling` with `ppo` on stale samples."
 SETTINGS = {"learning_rate": 1e-3}  # what the bullet says to set
@@ -45,16 +45,7 @@ def test_ppo_and_importance_sampling_differ_on_stale_samples(folder: Path) -> No
     nb.cells.insert(scatter + 1, nbformat.v4.new_code_cell(bullet_cell(nb)))
     edited = folder / "edited-03.ipynb"
     nbformat.write(nb, edited)
-    env = {
-        **os.environ,
-        "TINKER_API_KEY": "tml-fake-key-for-this-test",
-        "SAIL_API_KEY": "sk_fake_key_for_this_test",
-        "COURSE_RUNS_DIR": str(folder / "runs"),
-        "COURSE_LOCAL_STACK_DIR": str(folder / "stack"),
-        "PYTHONPATH": str(ROOT),
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    env.pop("JPY_SESSION_NAME", None)
+    env = kernel_env(folder)
     args = [sys.executable, "-m", "papermill", str(edited), str(folder / "out.ipynb")]
     args += ["--cwd", str(NOTEBOOK.parent), "--kernel", "python3", "--no-progress-bar"]
     for name, value in SETTINGS.items():

@@ -3,15 +3,15 @@ say, and storage that cleans itself.
 
 Every "Try this" of notebooks 01, 02 and 04 is executed here, literally, with small parameters,
 and checked for the change it announces. (Notebook 04's first one, interrupting the kernel
-mid-loop and running again, is `test_notebooks.py::test_03_resumes_after_a_kill`.) The
-notebook 04 runs share one runs folder and one local-stack storage folder, as a learner's
-would, so the last test can check what that storage holds after them.
+mid-loop and running again, is test_resume.py's
+`test_04_resumes_exactly_from_each_crash_window`, beside this file.) The notebook 04 runs
+share one runs folder and one local-stack storage folder, as a learner's would, so the last
+test can check what that storage holds after them.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +21,7 @@ import pytest
 
 from local_stack.dataset import arithmetic_dataset
 from local_stack.supervisor import stop_local_stack
-from tests.test_notebooks import FAKE_KEYS, ROOT, finish, papermill
+from tests.notebook_support import PROBE, ROOT, kernel_env, printed, probe, run, succeeded
 
 NOTEBOOK_03 = "04_training_loop.ipynb"
 # group_size 8 so that the group_size 2 exercise has a baseline with few degenerate groups.
@@ -33,54 +33,7 @@ SMALL_03 = {
     "eval_samples": 1,
     "run_name": "base",
 }
-PROBE = "PROBE "
 RUN_NAMES = ("base", "groups-of-2", "lr-x10", "temperature-0.5")  # sorted
-
-
-def environment(folder: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        **FAKE_KEYS,
-        "COURSE_RUNS_DIR": str(folder / "runs"),
-        "COURSE_LOCAL_STACK_DIR": str(folder / "stack"),
-        "PYTHONPATH": str(ROOT),
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    env.pop("JPY_SESSION_NAME", None)
-    return env
-
-
-def run(notebook: str | Path, out: Path, parameters: dict, env: dict) -> nbformat.NotebookNode:
-    """Execute `notebook` (a name in notebooks/ or a path) with papermill; the executed copy."""
-    code, log = finish(papermill(str(notebook), out, parameters, env))
-    executed = nbformat.read(out, as_version=4)
-    executed.metadata["exit_code"], executed.metadata["log"] = code, log
-    return executed
-
-
-def succeeded(executed: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    assert executed.metadata["exit_code"] == 0, executed.metadata["log"][-3000:]
-    return executed
-
-
-def printed(executed: nbformat.NotebookNode, needle: str) -> str:
-    """Everything the one code cell whose source contains `needle` showed as text."""
-    [cell] = [c for c in executed.cells if c.cell_type == "code" and needle in c.source]
-    parts = []
-    for output in cell.outputs:
-        parts.append(output.get("text", ""))
-        parts.append(output.get("data", {}).get("text/plain", ""))
-    return "".join(parts)
-
-
-def probe(executed: nbformat.NotebookNode) -> dict:
-    """The JSON a probe cell appended by `edited` printed."""
-    for cell in executed.cells:
-        for output in cell.get("outputs", []):
-            for line in output.get("text", "").splitlines():
-                if line.startswith(PROBE):
-                    return json.loads(line.removeprefix(PROBE))
-    raise AssertionError("the probe cell printed nothing")
 
 
 def edited(notebook: str, folder: Path, edits: list[tuple[str, str, str]], probe_code: str) -> Path:
@@ -115,7 +68,7 @@ def mean(values: list[float]) -> float:
 
 @pytest.fixture(autouse=True)
 def _stop_the_tests_own_stack(tmp_path: Path) -> Iterator[None]:
-    """A test that runs a notebook in `environment(tmp_path)` leaves a stack behind (stacks
+    """A test that runs a notebook in `kernel_env(tmp_path)` leaves a stack behind (stacks
     outlive their kernels): stop it."""
     yield
     stop_local_stack(tmp_path / "stack")
@@ -130,7 +83,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def run_03(shared: Path, out_name: str, **changes: object) -> nbformat.NotebookNode:
-    return run(NOTEBOOK_03, shared / out_name, {**SMALL_03, **changes}, environment(shared))
+    return run(NOTEBOOK_03, shared / out_name, {**SMALL_03, **changes}, kernel_env(shared))
 
 
 @pytest.fixture(scope="module")
@@ -313,7 +266,7 @@ def test_notebook_01_exercises_change_what_they_say(tmp_path: Path) -> None:
         '"prompt": course.tokenizer.decode(prompt_tokens), "group_rewards": rewards}))',
     )
     executed = succeeded(
-        run(notebook, tmp_path / "out.ipynb", {"example_index": 7}, environment(tmp_path))
+        run(notebook, tmp_path / "out.ipynb", {"example_index": 7}, kernel_env(tmp_path))
     )
     seen = probe(executed)
     rewards = {row["case"]: row["reward"] for row in seen["table"]}
@@ -362,7 +315,7 @@ def test_notebook_02_exercises_change_what_they_say(tmp_path: Path) -> None:
         [("wrong_config = {", '"r": 8}', '"target_modules": ["q_proj"]}')],
         probe_code,
     )
-    env = environment(tmp_path)
+    env = kernel_env(tmp_path)
     hot_run = succeeded(
         run(hot, tmp_path / "hot.ipynb", {"temperature": 1.5, "max_tokens": 8}, env)
     )

@@ -17,7 +17,7 @@ each re-run this checks, from the run folder and the local stack's storage:
   last (both stored in `state.json`), rose;
 - the fake keys in the environment appear nowhere the three runs wrote.
 
-An IPython start-up file (`tests/crash_window_hook.py`) in the test's kernels wraps
+An IPython start-up file (`tests/notebooks/crash_window_hook.py`) in the test's kernels wraps
 `RunLog.append` and `RunLog.commit` to kill the kernel, and keeps a copy of each
 checkpoint the notebook deletes when it is done with it; the notebook has no test hook.
 """
@@ -33,8 +33,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from tests import test_notebooks
-from tests.test_notebooks import (
+from tests.notebook_support import (
     SMALL_PARAMETERS,
     all_text_under,
     assert_no_key_leaks,
@@ -43,8 +42,6 @@ from tests.test_notebooks import (
     metrics_steps,
     papermill,
 )
-
-run_env = test_notebooks.run_env  # the fixture: the run's own runs/ and stack dirs, fake keys
 
 HOOK = Path(__file__).with_name("crash_window_hook.py")
 NOTEBOOK = "04_training_loop.ipynb"

@@ -12,27 +12,21 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
-import test_notebooks
-from test_notebooks import error_outputs, kill_everything_started_with
 
 from helpers.params import HELD_OUT_METRICS
 from sweeps.compare import RATIOS, comparison_table, seed_spread, seeds_needed
 from sweeps.runner import OWNER_FILE
 from sweeps.runs import find_runs
+from tests.notebook_support import error_outputs, kill_everything_started_with, papermill
+from tests.sweep_support import AFTER, BEFORE, SWEEP, TINY
 
-ROOT = Path(__file__).resolve().parent.parent
-SWEEP = [sys.executable, "-m", "sweeps.runner"]
-run_env = test_notebooks.run_env  # the fixture: the run's own runs/ and stack dirs, fake keys
-# Tiny runs: two problems of two samples per step, four held-out samples.
-TINY = ["-p", "group_size", "2", "-p", "groups_per_step", "2"]
-TINY += ["-p", "eval_problems", "4", "-p", "eval_samples", "1", "-p", "learning_rate", "1e-3"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def sweep(args: list[str], env: dict, **kwargs) -> subprocess.Popen:
@@ -163,74 +157,6 @@ def test_a_killed_sweep_reruns_only_the_unfinished_run(run_env: dict, tmp_path: 
 
 # -- the comparison, on fixture runs ------------------------------------------------------------
 
-SETTINGS = {"backend": "local", "group_size": 8, "groups_per_step": 8, "eval_problems": 3}
-
-
-def problems(rewards_per_sample: list[list[float]]) -> list[dict]:
-    """Per-problem counts as notebook 04 stores them, from each sample's reward (1, 0.9,
-    0 or -0.1: right and boxed, right unboxed, wrong boxed, wrong unboxed)."""
-    return [
-        {
-            "samples": len(rewards),
-            "reward": sum(rewards),
-            "correct": sum(r in (1.0, 0.9) for r in rewards),
-            "format": sum(r in (1.0, 0.0) for r in rewards),
-            "correct_and_format": sum(r == 1.0 for r in rewards),
-        }
-        for rewards in rewards_per_sample
-    ]
-
-
-def scores(counts: list[dict]) -> dict:
-    total = {key: sum(p[key] for p in counts) for key in counts[0]}
-    return {
-        "reward": total["reward"] / total["samples"],
-        "correct": total["correct"] / total["samples"],
-        "format": total["format"] / total["samples"],
-        "correct_given_format": total["correct_and_format"] / total["format"],
-        "samples": total["samples"],
-        "problems": counts,
-    }
-
-
-BEFORE = [[0.0, 0.0, 1.0, -0.1], [0.0, 1.0, 0.0, 0.0], [1.0, 0.0, -0.1, 0.0]]
-# Four runs' held-out rewards after training: (learning_rate, seed) -> per problem.
-AFTER = {
-    (1e-3, 0): [[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]],
-    (1e-3, 1): [[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.9]],
-    (3e-3, 0): [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0]],
-    (3e-3, 1): [[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 1.0]],
-}
-
-
-def write_run(runs: Path, name: str, state: dict, steps: int) -> None:
-    folder = runs / name
-    folder.mkdir(parents=True)
-    (folder / "state.json").write_text(json.dumps(state))
-    lines = [{"step": s, "reward": 0.2 + 0.01 * s, "correct": 0.3} for s in range(steps)]
-    (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-
-
-@pytest.fixture
-def fixture_runs(tmp_path: Path) -> Path:
-    """Four finished runs in the newer format, one from today's notebook 04 (no settings,
-    no after-training scores stored), and one run that matches no pattern."""
-    runs = tmp_path / "runs"
-    before = {"unseen facts": scores(problems(BEFORE))}
-    for (learning_rate, seed), after in AFTER.items():
-        after_scores = {"unseen facts": scores(problems(after))}
-        state = {
-            "settings": {**SETTINGS, "learning_rate": learning_rate, "seed": seed},
-            "completed_steps": 6,
-            "eval_before": before,
-            "eval_after": {"completed_steps": 6, "scores": after_scores},
-        }
-        write_run(runs, f"fx-lr{learning_rate:g}-seed{seed}", state, 6)
-    flat = {k: v for k, v in before["unseen facts"].items() if k != "problems"}
-    write_run(runs, "fx-older", {"completed_steps": 6, "eval_before": flat}, 6)
-    write_run(runs, "unrelated", {"completed_steps": 1, "eval_before": flat}, 1)
-    return runs
-
 
 def expected_gain(after: list[list[float]]) -> tuple[float, float]:
     """The reward gain and its 95% half-width, done the plain way: with the same number of
@@ -295,9 +221,7 @@ def test_the_comparison_notebook_runs_on_the_fixture(
     run_env["COURSE_RUNS_DIR"] = str(fixture_runs)
     out = tmp_path / "compare.ipynb"
     parameters = {"runs": "fx-*", "smoothing": 3}
-    code, log = test_notebooks.finish(
-        test_notebooks.papermill("05_compare_runs.ipynb", out, parameters, run_env)
-    )
+    code, log = finish(papermill("05_compare_runs.ipynb", out, parameters, run_env))
     assert code == 0, log[-3000:]
     executed = nbformat.read(out, as_version=4)
     outputs = [o for c in executed.cells for o in c.get("outputs", [])]

@@ -12,7 +12,7 @@ import nbformat
 
 from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_generated_place_matches_the_declarations():

@@ -20,7 +20,7 @@ from jupyter_client.manager import KernelManager
 
 from scripts import install
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PIN = install.torch_pin()
 on_linux = pytest.mark.skipif(platform.system() != "Linux", reason="the CPU index is for Linux")

@@ -16,7 +16,7 @@ from kimi import offline_kimi_tokenizer
 from local_stack.http import ApiError
 from local_stack.sail.adapters import INVALID_RANK, check_lora_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "instructor.md"
 NOTEBOOKS = ROOT / "notebooks"
 NOTEBOOK_NAMES = sorted(path.stem for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))

@@ -8,7 +8,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COURSE_PACKAGES = ("helpers", "shell_tasks", "sweeps", "bench", "scripts", "tests")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from local_stack import config
 from local_stack.supervisor import ensure_local_stack, server_processes, stop_local_stack
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OLD_PYTHON = """#!/bin/sh
 case "$*" in
   *--version*) echo "Python 3.10.12" ;;

@@ -26,7 +26,7 @@ import pytest
 
 from helpers import sail_http
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SDKS = ("tinker", "sail", "tinker_cookbook")
 SOURCE_DIRS = ("helpers", "shell_tasks", "sweeps")
 

@@ -45,7 +45,7 @@ from local_stack.engine.trainer import LoraTrainer
 from local_stack.sail.adapters import peft_files_from_archive
 from tests.sail_support import HTTP, KEY_HEADER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_08 = ROOT / "notebooks" / "08_ship_the_adapter.ipynb"
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
 RANK = 8

@@ -26,7 +26,7 @@ from local_stack.control.client import get_knobs, reset_knobs, set_knobs
 from local_stack.control.knobs import MAX_CLIENTS_WITH_SETTINGS, ClientKnobs, Knobs
 from local_stack.control.routes import DEPARTED_CHECK_SECONDS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WAIT_SECONDS = 120.0
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # Notebook 06's small run in tests/test_pipelining.py (its timing checks need 4 steps).

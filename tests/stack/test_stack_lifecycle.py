@@ -27,7 +27,7 @@ from local_stack.supervisor import (
     stop_local_stack,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL = (
     "import json, sys\n"
     "from local_stack.supervisor import start_local_stack\n"

@@ -2,7 +2,8 @@
 
 These run a real IPython kernel with the watcher pointed at a stand-in process (`sleep`),
 so a death can be staged in any state of the kernel without starting the stack. The
-notebook-level check, with the real stack SIGKILLed mid-run, is in test_notebooks.py.
+notebook-level check, with the real stack SIGKILLed mid-run, is in
+tests/notebooks/test_notebooks.py.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from local_stack.tinker.routes import SERVICE, mount_tinker
 from local_stack.tinker.service import TinkerService
 from tests.tinker_datums import MODEL, rl_datum
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # A refused request answers at once; this bound only catches the SDK retrying for minutes.
 FAIL_FAST_SECONDS = 60.0
 
