@@ -54,14 +54,15 @@ run: $(STAMP)
 sweep: $(STAMP)
 	$(PYTHON) -m sweeps.runner $(SWEEP)
 
-## make test: the tests that run no notebook: tests/stack, tests/course and tests/repo
+## make test: the tests that run no notebook: tests/stack, tests/course and tests/repo (the
+## `notebooks` marker is set by folder, in conftest.py)
 test: $(STAMP)
-	$(PYTHON) -m pytest tests/stack tests/course tests/repo --durations=15
+	$(PYTHON) -m pytest tests -m "not notebooks" --durations=15
 
 ## make test-notebooks: tests/notebooks (each notebook run small, and its scenarios) and every
 ## notebook with its defaults under nbval
 test-notebooks: $(STAMP)
-	$(PYTHON) -m pytest tests/notebooks --nbval-lax notebooks --durations=15
+	$(PYTHON) -m pytest tests --nbval-lax notebooks -m notebooks --durations=15
 
 ## make rehearse-cloud: every notebook with backend="cloud" and small parameters, the far end
 ## answered by the local stack (see scripts/rehearse_cloud.py), into runs/rehearse-cloud-<timestamp>/

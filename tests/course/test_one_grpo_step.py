@@ -1,8 +1,7 @@
-"""Notebook 03_one_grpo_step: it fails fast on bad parameters, runs unchanged with
-backend="cloud" against the local stack (its last "Try this"), and its direction check (one
-step makes positive-advantage completions likelier, negative ones less likely) holds across
-seeds and the settings its "Try this" suggests. Its other "Try this" runs, each checked for
-the change it announces, are in tests/test_exercises.py.
+"""Notebook 03_one_grpo_step: its check cell (run here) refuses bad parameters, and its
+direction check (one step makes positive-advantage completions likelier, negative ones less
+likely) holds across seeds and the settings its "Try this" suggests. Its cloud run and its
+other "Try this" runs are in tests/notebooks/ (test_one_grpo_step_cloud.py, test_exercises.py).
 """
 
 from __future__ import annotations
@@ -10,27 +9,17 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from pathlib import Path
 
-import nbformat
 import pytest
 from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
 from tinker_cookbook.rl.train import train_step
 
+from helpers.errors import CourseConfigError
 from helpers.inspect_step import completion_logprob_changes, learner_logprobs, sample_with_spread
 from helpers.serving import sail_policy
-from tests.cloud_support import cloud_kernel_env
-from tests.notebook_support import finish, papermill
+from tests.check_cells_support import run_check_cells
 
 NOTEBOOK = "03_one_grpo_step.ipynb"
-
-
-def outputs(path: Path) -> tuple[str, list]:
-    """All printed text of an executed notebook, and its error outputs."""
-    cells = nbformat.read(path, as_version=4).cells
-    found = [o for c in cells for o in c.get("outputs", [])]
-    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in found)
-    return text, [o for o in found if o.output_type == "error"]
 
 
 @pytest.mark.parametrize(
@@ -41,30 +30,9 @@ def outputs(path: Path) -> tuple[str, list]:
         ("learning_rate", 0, "learning_rate must be a number greater than 0 and at most 1"),
     ],
 )
-def test_bad_parameter_fails_in_the_check_cell(
-    name: str, value: object, expected: str, run_env: dict, tmp_path: Path
-) -> None:
-    out = tmp_path / "out.ipynb"
-    code, _ = finish(papermill(NOTEBOOK, out, {name: value}, run_env))
-    assert code != 0
-    [error] = outputs(out)[1]
-    assert error.ename == "CourseConfigError" and expected in error.evalue
-
-
-def test_cloud_backend_runs_unchanged_against_the_local_stack(local_stack, tmp_path: Path) -> None:
-    """backend="cloud" with the SDKs' endpoints pointed at a local stack (as the
-    `local_stack` fixture leaves them): the notebook is not changed, only its kernel gets
-    the two stand-ins above."""
-    env = cloud_kernel_env(tmp_path)
-    assert env["TINKER_BASE_URL"] == env["SAIL_API_URL"] == local_stack.url
-    out = tmp_path / NOTEBOOK
-    code, log = finish(papermill(NOTEBOOK, out, {"backend": "cloud"}, env))
-    assert code == 0, log[-3000:]
-    text, errors = outputs(out)
-    assert not errors
-    assert "backend: cloud   learning rate: 0.0005   max_tokens: 1024" in text
-    assert "mean change" in text and "PEFT agrees" in text
-    assert "completion tokens; weights from" in text  # what the bullet asks about, printed
+def test_bad_parameter_fails_in_the_check_cell(name: str, value: object, expected: str) -> None:
+    checked = run_check_cells(NOTEBOOK, **{name: value})
+    assert isinstance(checked.error, CourseConfigError) and expected in str(checked.error)
 
 
 # (learning rate, temperature, seeds): the defaults, and two "Try this" settings.

@@ -1,4 +1,4 @@
-"""IPython start-up file for tests/test_resume.py: crash windows, and evidence of checkpoints.
+"""IPython start-up file for test_resume.py beside it: crash windows, and evidence of checkpoints.
 
 The test copies it into a throwaway IPYTHONDIR, so only the kernels of that test run it.
 - `COURSE_TEST_KILL_AT` (optional) is `append:<step>` (the kernel dies right after the

@@ -3,7 +3,7 @@
 Bombs, sparse files, oversized downloads and impossible configs are refused with a 4xx
 while the server stays small and responsive, and the adapter a request gets is always the
 one its URL serves. Sail fetches adapters only from the stack's own archive route
-(`tests/test_lora_urls.py`), so the hostile archives are planted in the stack's storage.
+(`tests/stack/test_lora_urls.py`), so the hostile archives are planted in the stack's storage.
 """
 
 from __future__ import annotations

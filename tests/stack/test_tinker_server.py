@@ -254,7 +254,7 @@ def signed_sampler_checkpoint(server, name: str, **url_options) -> tuple[Any, st
 
 
 def test_sampler_checkpoint_archive_is_in_tinkers_own_layout(server):
-    """What the cookbook's build_lora_adapter converts from (tests/test_archive_layout.py)."""
+    """What the cookbook's build_lora_adapter converts from (tests/stack/test_archive_layout.py)."""
     _, model_id, path, url = signed_sampler_checkpoint(server, "s0", ttl_seconds=7200)
     assert path == f"tinker://{model_id}/sampler_weights/s0"
     assert url.startswith(server.url + "/")
