@@ -8,7 +8,6 @@ check with a dead stack instead of an interrupt is in test_stack_watch.py.
 from __future__ import annotations
 
 import textwrap
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -35,11 +34,8 @@ def run_interrupted(kernel, code: str, when_printed: str) -> tuple[dict, list[di
         if when_printed in printed:
             manager.interrupt_kernel()
 
-    started = time.monotonic()
     reply, errors = run(client, code, on_message=interrupt_on_cue)
-    elapsed = time.monotonic() - started
-    assert elapsed < 30, f"the cell took {elapsed:.1f} s to stop"  # catches hangs; ~1 s typical
-    assert reply["status"] == "error"  # a Run All stops here
+    assert reply["status"] == "error"  # stopped by the interrupt (a Run All stops here)
     return reply, errors, seen
 
 

@@ -57,9 +57,8 @@ def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
 def test_an_invalid_grid_value_fails_before_any_run_in_one_sentence(
     grid: list[str], expected: str, run_env: dict, tmp_path: Path
 ) -> None:
-    started = time.monotonic()
-    code, output = finish(sweep(grid, run_env), timeout=120)
-    assert code == 2 and time.monotonic() - started < 60  # hangs only; the check is instant
+    code, output = finish(sweep(grid, run_env), timeout=120)  # the timeout catches hangs
+    assert code == 2
     [line] = output.splitlines()
     assert line.startswith("sweep not started: ") and expected in line
     assert line.endswith(".") and ". " not in line  # one sentence

@@ -67,12 +67,10 @@ def test_running_cell_stops_within_seconds(kernel, stand_in, cell: str) -> None:
     _, client = kernel
     watch(client, stand_in)
     kill_after(stand_in, 1.0)
-    started = time.monotonic()
     reply, errors = run(client, cell)
-    elapsed = time.monotonic() - started
+    # A cell the watcher missed would sleep its 120 s and end "ok"; how fast it stops
+    # (~1.5 s) is `make bench`'s.
     assert_stopped_in_one_sentence(reply, errors)
-    # Hangs only (the cell sleeps 120 s); how fast it stops (~1.5 s) is `make bench`'s.
-    assert elapsed < 60, f"the cell took {elapsed:.1f} s to stop"
     reply, errors = run(client, "1 + 1")  # a quick cell afterwards still runs
     assert reply["status"] == "ok" and not errors
 
@@ -85,10 +83,8 @@ def test_cell_started_after_the_death_stops_after_its_grace(kernel, stand_in) ->
         watch(client, stand_in)
         stand_in.kill()
         time.sleep(1.5)  # the kernel is idle when the stack dies: nothing to stop yet
-        started = time.monotonic()
         reply, errors = run(client, "import time\ntime.sleep(120)")
-        assert_stopped_in_one_sentence(reply, errors)
-        assert time.monotonic() - started < 60  # hangs only: the cell sleeps 120 s
+        assert_stopped_in_one_sentence(reply, errors)  # else it sleeps its 120 s and ends "ok"
     finally:
         run(client, f"sw.LATE_CELL_GRACE_SECONDS = {LATE_CELL_GRACE_SECONDS}")
 
