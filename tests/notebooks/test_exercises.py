@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from tests.notebook_support import (
     succeeded,
 )
 from tests.sweep_support import AFTER, BEFORE, SWEEP, TINY
+from tests.wait_support import wait_until
 
 
 def with_probe(
@@ -191,10 +191,12 @@ def seeds3(folders, tmp_path_factory) -> tuple[Path, str, str]:
     env = kernel_env(folder)
     first = sweep(env)
     second_run = folder / "runs" / SEEDS3[1] / "state.json"
-    deadline = time.monotonic() + 600
-    while not (second_run.exists() and json.loads(second_run.read_text())["completed_steps"]):
-        assert first.poll() is None and time.monotonic() < deadline, first.stdout.read()
-        time.sleep(0.05)
+
+    def second_started() -> bool:
+        return second_run.exists() and json.loads(second_run.read_text())["completed_steps"]
+
+    wait_until(lambda: second_started() or first.poll() is not None, "the second run", 600, 0.05)
+    assert second_started(), first.stdout.read()
     os.killpg(first.pid, signal.SIGINT)  # Ctrl-C: SIGINT to the terminal's foreground group
     interrupted, _ = first.communicate(timeout=120)
     assert first.returncode == 130, interrupted

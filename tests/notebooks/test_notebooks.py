@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import nbformat
@@ -28,6 +27,7 @@ from tests.notebook_support import (
     papermill,
     started_with,
 )
+from tests.wait_support import wait_until
 
 
 # Notebook 04's small run is in tests/notebooks/test_resume.py: it is killed once and resumes.
@@ -92,10 +92,12 @@ def test_04_survives_sail_faults(run_env: dict, tmp_path: Path) -> None:
 def run_until_steps(parameters: dict, run_env: dict, tmp_path: Path, done: int) -> subprocess.Popen:
     """Start notebook 04 and return once `done` steps are on disk (the run goes on)."""
     run = papermill("04_training_loop.ipynb", tmp_path / "first.ipynb", parameters, run_env)
-    deadline = time.monotonic() + 300
-    while len(metrics_steps(tmp_path / "runs", parameters["run_name"])) < done:
-        assert run.poll() is None and time.monotonic() < deadline, "first run ended early"
-        time.sleep(0.2)
+
+    def reached() -> bool:
+        return len(metrics_steps(tmp_path / "runs", parameters["run_name"])) >= done
+
+    wait_until(lambda: reached() or run.poll() is not None, f"{done} steps on disk")
+    assert reached(), "first run ended early"
     return run
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import time
 from pathlib import Path
 
 import nbformat
@@ -25,6 +24,7 @@ from sweeps.runner import OWNER_FILE
 from sweeps.runs import find_runs
 from tests.notebook_support import error_outputs, kill_everything_started_with, papermill
 from tests.sweep_support import AFTER, BEFORE, SWEEP, TINY
+from tests.wait_support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -133,11 +133,13 @@ def test_a_killed_sweep_reruns_only_the_unfinished_run(run_env: dict, tmp_path: 
     runs, steps = tmp_path / "runs", 4
     args = ["--grid", str(grid_file(tmp_path, steps)), *TINY]
     first = sweep(args, run_env, start_new_session=True)
-    deadline = time.monotonic() + 600
     second = runs / "tiny-seed1" / "state.json"
-    while not (second.exists() and json.loads(second.read_text())["completed_steps"] >= 1):
-        assert first.poll() is None and time.monotonic() < deadline, first.stdout.read()
-        time.sleep(0.05)
+
+    def second_started() -> bool:
+        return second.exists() and json.loads(second.read_text())["completed_steps"] >= 1
+
+    wait_until(lambda: second_started() or first.poll() is not None, "the second run", 600, 0.05)
+    assert second_started(), first.stdout.read()
     kill_everything_started_with(run_env)  # the sweep, its runs and their kernels: SIGKILL
     first.communicate()
     done = json.loads(second.read_text())["completed_steps"]

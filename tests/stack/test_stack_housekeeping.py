@@ -20,6 +20,7 @@ from local_stack.engine.checkpoints import CheckpointStore
 from local_stack.registry import StackRecord
 from local_stack.supervisor import ensure_local_stack, server_processes, stop_local_stack
 from tests.sail_support import HTTP, create_body, post_create
+from tests.wait_support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,10 +128,11 @@ def test_a_short_idle_limit_waits_for_a_background_response(
         headers={"Authorization": f"Bearer {key}"},
     )
     assert reply.json()["status"] in {"completed", "incomplete"}  # done (or at max tokens)
-    deadline = time.monotonic() + 120
-    while psutil.pid_exists(stack.pid) and psutil.Process(stack.pid).status() != "zombie":
-        assert time.monotonic() < deadline, "the stack never idled out once the work was done"
-        time.sleep(0.2)
+    wait_until(
+        lambda: not psutil.pid_exists(stack.pid) or psutil.Process(stack.pid).status() == "zombie",
+        "the stack to idle out once the work was done",
+        120,
+    )
     assert "no client and no request" in (own_stack / config.STACK_LOG_FILE).read_text()
 
 

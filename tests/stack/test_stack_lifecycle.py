@@ -26,6 +26,7 @@ from local_stack.supervisor import (
     server_processes,
     stop_local_stack,
 )
+from tests import wait_support
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = (
@@ -76,10 +77,7 @@ def exited(pid: int) -> bool:
 
 
 def wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + HANG_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        time.sleep(0.2)
+    wait_support.wait_until(condition, what, HANG_SECONDS)
 
 
 @pytest.fixture(scope="module")
