@@ -40,8 +40,8 @@ from local_stack.tinker.service import TinkerService
 from tests.tinker_datums import MODEL, rl_datum
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# A refused request answers at once; this bound only catches the SDK retrying for minutes.
-FAIL_FAST_SECONDS = 60.0
+# A refused request answers at once; this bound only fails a request that hangs.
+HANG_SECONDS = 60.0
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # tinker deprecates archive URLs
 
@@ -104,11 +104,10 @@ def server(tmp_path_factory) -> Iterator[InProcessTinker]:
 
 @contextlib.contextmanager
 def fails_fast(error: type[BaseException], match: str | None = None) -> Iterator[None]:
-    """The SDK raises `error` (not a hang, not minutes of retries)."""
-    started = time.monotonic()
+    """The SDK raises `error`, the class of a 4xx it does not retry (it retries 408, 409, 429,
+    5xx and answers marked `x-should-retry`), so no minutes of retries came first."""
     with pytest.raises(error, match=match):
         yield
-    assert time.monotonic() - started < FAIL_FAST_SECONDS
 
 
 async def train(training_client, steps: int, learning_rate: float = 1e-2) -> None:
@@ -391,10 +390,10 @@ def test_malformed_requests_are_refused_and_the_model_keeps_working(
     with fails_fast(tinker.BadRequestError, match):
         training_client.forward_backward(data, loss_fn).result()
     # The refused request used up its seq_id; the next ones run at once.
-    started = time.monotonic()
-    result = training_client.forward_backward([rl_datum()], "importance_sampling").result()
-    training_client.optim_step(types.AdamParams(learning_rate=1e-4)).result()
-    assert time.monotonic() - started < FAIL_FAST_SECONDS
+    # (A seq_id left unused would make them wait for it: the bound fails that hang.)
+    step = training_client.forward_backward([rl_datum()], "importance_sampling")
+    result = step.result(timeout=HANG_SECONDS)
+    training_client.optim_step(types.AdamParams(learning_rate=1e-4)).result(timeout=HANG_SECONDS)
     assert result.loss_fn_outputs[0]["logprobs"].shape == [10]
     assert "loss:sum" in result.metrics
 
