@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -30,8 +30,8 @@ from tests import sail_support as support
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
 GIB = 1024**3
 MAX_RSS_GROWTH_BYTES = 200 * 1024**2
-# Hangs only: a health check stuck behind a blocked event loop; `make bench` has latencies.
-MAX_HEALTH_SECONDS = 10.0
+# Hangs only: a health check stuck behind a blocked event loop gets no answer in this long.
+HEALTH_TIMEOUT = 10.0
 
 
 def _header(name: str, size: int, kind: bytes = tarfile.REGTYPE, fmt=tarfile.USTAR_FORMAT):
@@ -131,7 +131,8 @@ def _create_with_lora(url: str, lora_url: str):
 @dataclass
 class ServerWatch:
     peak_rss: int = 0
-    slowest_health: float = 0.0
+    slowest_health: float = 0.0  # printed, not asserted (speed is `make bench`'s)
+    unanswered: list[str] = field(default_factory=list)  # health polls that failed
     polls: int = 0
 
 
@@ -144,8 +145,12 @@ def watching(url: str, pid: int) -> Iterator[ServerWatch]:
     def poll() -> None:
         while not stop.is_set():
             started = time.monotonic()
-            reply = support.HTTP.request("GET", f"{url}/healthz", timeout=MAX_HEALTH_SECONDS * 5)
-            assert reply.status == 200
+            try:  # the timeout: a server the hostile requests block does not answer in time
+                reply = support.HTTP.request("GET", f"{url}/healthz", timeout=HEALTH_TIMEOUT)
+                if reply.status != 200:
+                    watch.unanswered.append(f"HTTP {reply.status}")
+            except Exception as error:  # noqa: BLE001 (recorded; the test asserts on it)
+                watch.unanswered.append(repr(error))
             watch.slowest_health = max(watch.slowest_health, time.monotonic() - started)
             watch.peak_rss = max(watch.peak_rss, process.memory_info().rss)
             watch.polls += 1
@@ -188,8 +193,7 @@ def test_hostile_archives_are_refused_in_bounded_memory(local_stack, renderer, s
         f"{watch.polls} health polls, slowest {watch.slowest_health:.3f} s; "
         f"peak RSS growth {(watch.peak_rss - baseline) / 1024**2:.0f} MB"
     )
-    assert watch.polls >= 2
-    assert watch.slowest_health < MAX_HEALTH_SECONDS
+    assert watch.polls >= 2 and not watch.unanswered, watch.unanswered
     assert watch.peak_rss - baseline < MAX_RSS_GROWTH_BYTES
 
 
