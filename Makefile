@@ -54,11 +54,13 @@ run: $(STAMP)
 sweep: $(STAMP)
 	$(PYTHON) -m sweeps.runner $(SWEEP)
 
-## make test: every test but the whole-notebook scenarios (each notebook still runs once, small)
+## make test: the tests that run no notebook: tests/stack, tests/course and tests/repo (the
+## `notebooks` marker is set by folder, in conftest.py)
 test: $(STAMP)
 	$(PYTHON) -m pytest tests -m "not notebooks" --durations=15
 
-## make test-notebooks: every notebook with its defaults under nbval, and the scenario runs
+## make test-notebooks: tests/notebooks (each notebook run small, and its scenarios) and every
+## notebook with its defaults under nbval
 test-notebooks: $(STAMP)
 	$(PYTHON) -m pytest tests --nbval-lax notebooks -m notebooks --durations=15
 

@@ -28,24 +28,17 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("JPY_SESSION_NAME", None)  # notebooks log plain lines, as under papermill
 
 
-# The one papermill run per notebook with small parameters stays in `make test`: it proves
-# each notebook runs end to end (notebook 04's is killed mid-run and re-run, so it proves the
-# resume too: tests/test_resume.py). Every other whole-notebook run is a scenario (defaults under
-# nbval, faults, kills, exercises, other platforms) and belongs to `make test-notebooks`.
-SMOKE_TEST = "test_notebook_runs_with_small_parameters"
-SCENARIO_MODULES = {"test_results.py", "test_sweep.py", "test_exercises.py"}
+# The suite splits by folder: tests/notebooks/ (every test that executes a notebook in a
+# kernel) and nbval's runs of notebooks/ with their defaults are `make test-notebooks`;
+# tests/stack/, tests/course/ and tests/repo/ are `make test`.
+NOTEBOOK_FOLDERS = (ROOT / "tests" / "notebooks", ROOT / "notebooks")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every whole-notebook scenario run `notebooks`, so `-m` can split the suite."""
+    """Mark every item collected under a notebook folder `notebooks`, so `-m` can split too."""
     for item in items:
-        runs_a_notebook = (
-            item.path.suffix == ".ipynb"  # nbval: the notebook with its defaults
-            or item.path.name in SCENARIO_MODULES
-            or "run_env" in getattr(item, "fixturenames", ())
-        )
-        if runs_a_notebook and getattr(item, "originalname", item.name) != SMOKE_TEST:
+        if any(folder in item.path.parents for folder in NOTEBOOK_FOLDERS):
             item.add_marker(pytest.mark.notebooks)
 
 

@@ -1,10 +1,12 @@
-"""Shared fixtures: one local stack per test session, in the session's temporary storage dir
-(see the root conftest.py), which the notebooks' kernels under nbval share."""
+"""The suite's shared fixtures: one local stack per test session, in the session's temporary
+storage dir (see the root conftest.py), which the notebooks' kernels under nbval share; and
+a notebook run's own environment. Shared code that is not a fixture is in tests/*_support.py."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,8 @@ from local_stack.kernel.supervisor import (
     start_local_stack,
     stop_local_stack,
 )
+from tests.notebook_support import kernel_env
+from tests.sweep_support import write_fixture_runs
 
 SESSION_MARKER = "COURSE_TEST_SESSION"  # in the environment of everything this session starts
 
@@ -40,6 +44,20 @@ def base():
 
     torch.set_num_threads(1)
     return load_base_model()
+
+
+@pytest.fixture
+def run_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of one local notebook run (`kernel_env(tmp_path)`): its own runs/ and
+    stack folders, fake keys set. The stack its kernel starts outlives the kernel: stopped here."""
+    yield kernel_env(tmp_path)
+    stop_local_stack(tmp_path / "stack")
+
+
+@pytest.fixture
+def fixture_runs(tmp_path: Path) -> Path:
+    """Finished runs written by hand (tests/sweep_support.py), in `tmp_path/runs`."""
+    return write_fixture_runs(tmp_path / "runs")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

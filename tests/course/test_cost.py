@@ -1,0 +1,257 @@
+"""Issue 17: each spending notebook's estimate, its cloud defaults, and the cap that holds.
+
+The cloud is the local stack here, as in tests/course/test_one_grpo_step.py: the `local_stack`
+fixture points the real SDKs at it and sets well-formed keys, so `backend="cloud"` runs
+the cloud's code path. Sail's request counters (`get_stats`) show whether anything was
+sampled; Tinker keeps no such counter, so for it the test asserts that the run stopped in
+the check cell, which comes before `helpers.connect` and so before any Tinker client.
+docs/cloud.md and the instructor's guide state each notebook's cloud costs; a test holds
+their numbers to the defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from helpers.cost import (
+    DEFAULT_BUDGET_SAMPLED_TOKENS,
+    PRICES_PATH,
+    check_budget,
+    check_spent,
+    describe_sandboxes,
+    estimate,
+    estimate_and_cap,
+    load_prices,
+    sampled_tokens,
+)
+from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
+from helpers.errors import CourseConfigError
+from local_stack.kernel.control_client import get_stats
+from tests.check_cells_support import run_check_cells
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = "04_training_loop.ipynb"
+CLOUD = BACKEND_DEFAULTS["cloud"]
+FASTER = NOTEBOOK_DEFAULTS["06_faster_loops"]["cloud"]
+SHIP = NOTEBOOK_DEFAULTS["08_ship_the_adapter"]["cloud"]
+SANDBOXED = {"group_size": 8, **NOTEBOOK_DEFAULTS["07_sandboxed_rollouts"]["cloud"]}
+# What each spending notebook samples and trains on at most with backend="cloud" and its
+# defaults, worked out from its cells: (rollouts sampled, rollouts trained on). Every
+# rollout samples at most max_tokens = 1,024 tokens.
+CLOUD_ROLLOUTS = {
+    # a request with a mismatched config, a group of 4, the group again in both windows
+    "02_snapshot_and_serve.ipynb": (1 + 4 + 2 * 4, 0),
+    # up to three draws of 16 groups of 8; one step on one draw
+    "03_one_grpo_step.ipynb": (3 * 16 * 8, 16 * 8),
+    # steps of 8 x 8 rollouts; the held-out evaluation before and after
+    NOTEBOOK: (
+        CLOUD["steps"] * 64 + 2 * CLOUD["eval_problems"] * CLOUD["eval_samples"],
+        CLOUD["steps"] * 64,
+    ),
+    # three runs and a flex run of 8 x 4 rollouts a step; four models evaluated
+    "06_faster_loops.ipynb": (
+        (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32
+        + 4 * FASTER["eval_problems"] * FASTER["eval_samples"],
+        (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32,
+    ),
+    # the first sandboxed group of 8, steps of 8 x 8, the held-out evaluation before and after
+    "07_sandboxed_rollouts.ipynb": (
+        SANDBOXED["group_size"]
+        + SANDBOXED["steps"] * 64
+        + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"],
+        SANDBOXED["steps"] * 64,
+    ),
+    # a short run of 8 x 8 rollouts a step; 4 parity problems and 8 table rows, twice each
+    "08_ship_the_adapter.ipynb": (
+        SHIP["short_run_steps"] * 64 + 2 * 4 + 2 * 8,
+        SHIP["short_run_steps"] * 64,
+    ),
+}
+# Notebook 07's sandboxes with its cloud defaults: {lifetime budget in seconds: how many}: 11
+# for the first cells, then four groups of 8 and one per training and held-out rollout.
+CLOUD_SANDBOXES = {
+    120: 11,
+    600: 4 * 8 + SANDBOXED["steps"] * 64 + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"],
+}
+
+
+def ceiling(notebook: str) -> int:
+    """The most a notebook's cloud defaults can sample, in tokens."""
+    return CLOUD_ROLLOUTS[notebook][0] * CLOUD["max_tokens"]
+
+
+def estimate_line(notebook: str) -> str:
+    rollouts, trained = CLOUD_ROLLOUTS[notebook]
+    training = f"training on at most {trained:,} rollouts" if trained else "no training"
+    return (
+        f"estimate: {rollouts:,} rollouts, at most {ceiling(notebook):,} sampled tokens; {training}"
+    )
+
+
+def test_estimate_is_a_ceiling_with_money_only_where_both_prices_are_known() -> None:
+    spend = estimate(sampled_rollouts=10, trained_rollouts=4, max_tokens=100)
+    assert (spend.rollouts, spend.sampled_tokens, spend.trained_completion_tokens) == (
+        10,
+        1000,
+        400,
+    )
+    assert spend.usd is None and "no price known" in spend.describe()
+    half = estimate(
+        sampled_rollouts=10, trained_rollouts=4, max_tokens=100, usd_per_million_sampled=2.0
+    )
+    assert half.usd is None  # a sampling-only figure would read as the whole bill
+    priced = estimate(
+        sampled_rollouts=10,
+        trained_rollouts=4,
+        max_tokens=100,
+        usd_per_million_sampled=2.0,
+        usd_per_million_training=5.0,
+    )
+    assert priced.usd == pytest.approx((1000 * 2.0 + 400 * 5.0) / 1e6)
+    assert "at most $0.00" in priced.describe()
+    assert (
+        "no training" in estimate(sampled_rollouts=3, trained_rollouts=0, max_tokens=5).describe()
+    )
+
+
+def test_prices_file_names_no_price_it_cannot_source() -> None:
+    prices = load_prices()
+    assert {"date", "source", "note"} <= prices.keys()
+    for key in ("usd_per_million_sampled_tokens", "usd_per_million_training_tokens"):
+        # A price needs its date and source; there is none offline, so none is given.
+        assert prices[key] is None or (prices["date"] and prices["source"])
+    assert json.loads(PRICES_PATH.read_text()) == prices
+
+
+def test_cap_applies_in_the_cloud_only_and_names_estimate_budget_and_remedy() -> None:
+    spend = estimate(sampled_rollouts=648, trained_rollouts=448, max_tokens=1024)
+    check_budget(spend, 10, "local")  # nothing is paid for locally
+    check_budget(spend, 648 * 1024, "cloud")  # exactly at the budget is allowed
+    with pytest.raises(CourseConfigError) as raised:
+        check_budget(spend, 1000, "cloud")
+    message = str(raised.value)
+    assert "663,552" in message and "budget_sampled_tokens = 1,000" in message
+    assert "raise budget_sampled_tokens" in message and message.count(".") == 1
+    check_spent(10**9, 10, "local", 3)
+    with pytest.raises(CourseConfigError, match="stopped after 3 steps with its state saved"):
+        check_spent(1001, 1000, "cloud", 3)
+
+
+def test_estimate_and_cap_prints_every_part_then_refuses_in_the_cloud_only(capsys) -> None:
+    parts = {"in 2 steps": 16, "in nothing": 0, "in the evaluation": 4}
+    spend = estimate_and_cap("local", 0, max_tokens=10, sampled=parts, trained_rollouts=16)
+    assert (spend.rollouts, spend.sampled_tokens, spend.trained_rollouts) == (20, 200, 16)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [
+        spend.describe(),
+        "  rollouts, each at most 10 tokens: 16 in 2 steps, 4 in the evaluation",
+    ]
+    estimate_and_cap("cloud", 200, max_tokens=10, sampled=parts)
+    with pytest.raises(CourseConfigError, match="up to 200 tokens .20 rollouts., over budget"):
+        estimate_and_cap("cloud", 199, max_tokens=10, sampled=parts)
+
+
+def test_sandboxes_are_counted_with_their_lifetime_and_no_price_invented() -> None:
+    assert describe_sandboxes({120: 11, 600: 16}, "local") == (
+        "sandboxes: 27 local ones, holding at most 10,920 sandbox-seconds"
+    )
+    cloud = describe_sandboxes({120: 11, 600: 16}, "cloud")
+    assert cloud.startswith("Sailboxes: 27 of size s, holding at most 10,920 Sailbox-seconds")
+    assert "no price known" in cloud and "budget_sampled_tokens does not cap them" in cloud
+
+
+def test_sampled_tokens_counts_every_transition_of_every_rollout() -> None:
+    def trajectory(*lengths: int) -> SimpleNamespace:
+        steps = [SimpleNamespace(ac=SimpleNamespace(tokens=[0] * n)) for n in lengths]
+        return SimpleNamespace(transitions=steps)
+
+    groups = [
+        SimpleNamespace(trajectories_G=[trajectory(5), trajectory(7, 2)]),
+        SimpleNamespace(trajectories_G=[trajectory(0)]),
+    ]
+    assert sampled_tokens(groups) == 14
+
+
+def test_defaults_are_sized_per_backend_and_an_explicit_value_wins() -> None:
+    assert with_defaults("cloud", steps=None, max_tokens=None) == {"steps": 7, "max_tokens": 1024}
+    assert with_defaults("cloud", steps=30, max_tokens=None)["steps"] == 30
+    assert with_defaults("local", steps=None)["steps"] == 90
+    # A notebook's own defaults come first; the others are the backend's.
+    assert with_defaults("cloud", "06_faster_loops", steps=None, max_tokens=None) == {
+        "steps": FASTER["steps"],
+        "max_tokens": 1024,
+    }
+    assert with_defaults("local", "08_ship_the_adapter", short_run_steps=None) == {
+        "short_run_steps": 12
+    }
+    for notebook in CLOUD_ROLLOUTS:
+        assert ceiling(notebook) <= DEFAULT_BUDGET_SAMPLED_TOKENS, notebook
+
+
+@pytest.mark.parametrize("notebook", list(CLOUD_ROLLOUTS))
+def test_cloud_defaults_print_the_estimate_before_any_request_and_fit_the_budget(
+    notebook: str, local_stack
+) -> None:
+    before = get_stats(local_stack.url)
+    checked = run_check_cells(notebook, backend="cloud")
+    assert checked.error is None, checked.error
+    text = checked.printed
+    assert estimate_line(notebook) in text and "no price known" in text
+    assert "rollouts, each at most 1,024 tokens: " in text
+    if notebook == NOTEBOOK:
+        assert "backend: cloud   learning rate: 0.0005   max_tokens: 1024" in text
+    if notebook == "07_sandboxed_rollouts.ipynb":
+        assert describe_sandboxes(CLOUD_SANDBOXES, "cloud") in text
+    assert get_stats(local_stack.url) == before
+
+
+# Each spending notebook, and the most its cloud defaults can sample.
+CAPPED = [(notebook, ceiling(notebook)) for notebook in CLOUD_ROLLOUTS]
+
+
+@pytest.mark.parametrize(("notebook", "ceiling"), CAPPED)
+def test_over_budget_cloud_run_stops_in_the_check_cell_with_no_request(
+    notebook: str, ceiling: int, local_stack
+) -> None:
+    before = get_stats(local_stack.url)
+    checked = run_check_cells(notebook, backend="cloud", budget_sampled_tokens=1000)
+    error = checked.error
+    assert isinstance(error, CourseConfigError), error
+    assert f"{ceiling:,}" in str(error) and "budget_sampled_tokens = 1,000" in str(error)
+    assert ceiling <= DEFAULT_BUDGET_SAMPLED_TOKENS  # the defaults alone are never refused
+    assert "check_" in checked.failed_source  # the check cell, before helpers.connect
+    assert get_stats(local_stack.url) == before
+
+
+def _cost_part(doc: str) -> str:
+    """The part of a doc that says what a cloud run costs, up to its next heading."""
+    text = (ROOT / doc).read_text()
+    start = text.index("What a cloud run costs")
+    return text[start : text.index("\n## ", start)]
+
+
+def _row(text: str, notebook: str) -> list[str]:
+    """The cells of a notebook's row in a table of `text`."""
+    [row] = [r for r in text.splitlines() if r.startswith(f"| `{Path(notebook).stem}` |")]
+    return [cell.strip() for cell in row.split("|")[2:-1]]
+
+
+@pytest.mark.parametrize("doc", ["docs/cloud.md", "docs/instructor.md"])
+def test_the_docs_state_each_notebooks_cloud_costs_as_its_defaults_give_them(doc: str) -> None:
+    text = _cost_part(doc)
+    for notebook, (rollouts, trained) in CLOUD_ROLLOUTS.items():
+        sampled, tokens, trained_on, *_ = _row(text, notebook)
+        assert sampled.startswith(f"{rollouts:,}") and tokens == f"{ceiling(notebook):,}"
+        assert trained_on.startswith(f"{trained:,} rollouts" if trained else "nothing"), notebook
+    row = " ".join(_row(text, "07_sandboxed_rollouts.ipynb"))
+    sailboxes = sum(CLOUD_SANDBOXES.values())
+    seconds = sum(lifetime * n for lifetime, n in CLOUD_SANDBOXES.items())
+    assert f"{sailboxes} Sailboxes" in row and f"{seconds:,} Sailbox-seconds" in row
+    flat = " ".join(text.split())
+    day = sum(rollouts for rollouts, _ in CLOUD_ROLLOUTS.values())
+    assert f"{day:,} rollouts" in flat and f"{day * CLOUD['max_tokens']:,}" in flat
+    assert f"{DEFAULT_BUDGET_SAMPLED_TOKENS:,}" in flat

@@ -1,0 +1,172 @@
+"""What tests that execute a notebook share: the one builder of a kernel's environment, the
+papermill run, and readers of what an executed notebook shows.
+
+Fake cloud keys go into every local run's environment; they must never show up anywhere the
+run writes (`assert_no_key_leaks`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import psutil
+
+from scripts.cloud_stand_ins import write_kernel_startup
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+FAKE_KEYS = {
+    "TINKER_API_KEY": "tml-fake-leak-canary-tinker-7f3a",
+    "SAIL_API_KEY": "sk_fake_leak_canary_sail_7f3a",
+    "HF_TOKEN": "hf_fake_leak_canary_hub_7f3a",
+}
+# Small, non-default parameters for each notebook.
+SMALL_PARAMETERS = {
+    "01_scoring.ipynb": {"example_index": 5, "group_size": 3},
+    "02_snapshot_and_serve.ipynb": {
+        "example_index": 3,
+        "group_size": 2,
+        "completion_window": "flex",
+    },
+    "04_training_loop.ipynb": {
+        "steps": 3,
+        "group_size": 2,
+        "groups_per_step": 4,
+        "eval_problems": 10,
+        "eval_samples": 1,
+        "run_name": "papermill-small",
+    },
+    "07_sandboxed_rollouts.ipynb": {
+        "steps": 2,
+        "group_size": 2,
+        "groups_per_step": 2,
+        "eval_tasks": 4,
+        "eval_samples": 1,
+        "run_name": "papermill-small",
+        "simulated_boot_seconds": 0.2,
+    },
+}
+PROBE = "PROBE "  # the prefix of the JSON line a test's probe cell prints
+
+
+def kernel_env(folder: Path, *, cloud: bool = False, **extra: str) -> dict[str, str]:
+    """The environment of a notebook's kernel: runs/ and the IPython folder (its history, in
+    reach of leak checks) under `folder`, then `extra`.
+
+    Local (the default): a stack of its own in `folder/stack` (the caller stops it: stacks
+    outlive kernels) and fake cloud keys. Cloud: the process's own SDK settings (the
+    `local_stack` fixture points them at the session's stack) and a kernel that loads the
+    cloud path's stand-ins first (`scripts/cloud_stand_ins.py`)."""
+    env = {
+        **os.environ,
+        "COURSE_RUNS_DIR": str(folder / "runs"),
+        "PYTHONPATH": str(ROOT),
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    if cloud:
+        env["IPYTHONDIR"] = str(write_kernel_startup(folder / "ipython"))
+    else:
+        env.update(FAKE_KEYS)
+        env["COURSE_LOCAL_STACK_DIR"] = str(folder / "stack")
+        env["IPYTHONDIR"] = str(folder / "ipython")
+    env.update(extra)
+    env.pop("JPY_SESSION_NAME", None)  # notebooks log plain lines, as under papermill
+    return env
+
+
+def papermill(notebook: str, out: Path, parameters: dict, env: dict, **kwargs) -> subprocess.Popen:
+    """Start papermill on `notebook` (a name in notebooks/ or a path), run in notebooks/."""
+    args = [sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook), str(out)]
+    args += ["--cwd", str(NOTEBOOKS), "--kernel", "python3", "--no-progress-bar"]
+    for name, value in parameters.items():
+        args += ["-p", name, str(value)]
+    return subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs
+    )
+
+
+def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
+    output, _ = process.communicate(timeout=timeout)
+    return process.returncode, output
+
+
+def run(notebook: str | Path, out: Path, parameters: dict, env: dict) -> nbformat.NotebookNode:
+    """Execute `notebook` (a name in notebooks/ or a path) with papermill; the executed copy."""
+    code, log = finish(papermill(str(notebook), out, parameters, env))
+    executed = nbformat.read(out, as_version=4)
+    executed.metadata["exit_code"], executed.metadata["log"] = code, log
+    return executed
+
+
+def succeeded(executed: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    assert executed.metadata["exit_code"] == 0, executed.metadata["log"][-3000:]
+    return executed
+
+
+def printed(executed: nbformat.NotebookNode, needle: str) -> str:
+    """Everything the one code cell whose source contains `needle` showed as text."""
+    [cell] = [c for c in executed.cells if c.cell_type == "code" and needle in c.source]
+    parts = []
+    for output in cell.outputs:
+        parts.append(output.get("text", ""))
+        parts.append(output.get("data", {}).get("text/plain", ""))
+    return "".join(parts)
+
+
+def probe(executed: nbformat.NotebookNode) -> dict:
+    """The JSON a probe cell (a last cell a test appended) printed after `PROBE`."""
+    for cell in executed.cells:
+        for output in cell.get("outputs", []):
+            for line in output.get("text", "").splitlines():
+                if line.startswith(PROBE):
+                    return json.loads(line.removeprefix(PROBE))
+    raise AssertionError("the probe cell printed nothing")
+
+
+def assert_no_key_leaks(*texts: str) -> None:
+    for text in texts:
+        for name, value in FAKE_KEYS.items():
+            assert value not in text, f"{name} leaked"
+
+
+def error_outputs(executed: nbformat.NotebookNode) -> list:
+    """The error outputs of an executed notebook, in cell order."""
+    return [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+def all_text_under(folder: Path) -> str:
+    return "".join(p.read_bytes().decode("latin-1") for p in folder.rglob("*") if p.is_file())
+
+
+def metrics_steps(runs: Path, run_name: str) -> list[int]:
+    path = runs / run_name / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line)["step"] for line in path.read_text().splitlines() if line]
+
+
+def started_with(env: dict) -> list[psutil.Process]:
+    """Papermill, its kernel and the kernel's local stack: every process that carries this
+    run's COURSE_RUNS_DIR in its environment."""
+    marker = env["COURSE_RUNS_DIR"]
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("COURSE_RUNS_DIR") == marker:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def kill_everything_started_with(env: dict) -> None:
+    """SIGKILL the whole run: no process gets to exit cleanly."""
+    victims = started_with(env)
+    for process in victims:
+        process.kill()
+    psutil.wait_procs(victims, timeout=10)

@@ -1,0 +1,95 @@
+"""Notebook 04 at its defaults: the pass@k figure and the reward-hacking section render, and
+the section's prose is the counts it stored in runs/<run_name>/state.json.
+
+The section trains two more runs from the base model, one graded by the guide's step and
+one by the fixed one, and counts per step the rollouts that skip `</think>`, those of them
+its grader paid as correct, and the well-formed ones. Run again unchanged, the finished
+notebook shows the same counts without training anything.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "04_training_loop.ipynb"
+RUN_NAME = NOTEBOOK_PARAMETERS["04_training_loop"]["run_name"].value
+LOOPHOLE_STEPS = NOTEBOOK_PARAMETERS["04_training_loop"]["loophole_steps"].value
+GRADERS = ("guide's grader", "fixed grader")
+
+
+def run_defaults(out: Path, env: dict[str, str]) -> nbformat.NotebookNode:
+    """Notebook 04 under papermill with every parameter at its default."""
+    args = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), "--cwd"]
+    args += [str(NOTEBOOK.parent), "--kernel", "python3", "--no-progress-bar"]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return nbformat.read(out, as_version=4)
+
+
+def outputs(executed: nbformat.NotebookNode, needle: str) -> list:
+    [cell] = [c for c in executed.cells if c.cell_type == "code" and needle in c.source]
+    return cell.outputs
+
+
+def markdown(executed: nbformat.NotebookNode, needle: str) -> str:
+    return "".join(o.get("data", {}).get("text/markdown", "") for o in outputs(executed, needle))
+
+
+def has_image(executed: nbformat.NotebookNode, needle: str) -> bool:
+    return any("image/png" in o.get("data", {}) for o in outputs(executed, needle))
+
+
+def rate(counts: list[dict], key: str) -> float:
+    return sum(c[key] for c in counts) / sum(c["rollouts"] for c in counts)
+
+
+@pytest.mark.timeout(3600)  # the whole default notebook, twice, on a busy shared machine
+def test_the_loophole_section_renders_its_counts_at_the_defaults(
+    run_env: dict[str, str], tmp_path: Path
+) -> None:
+    executed = run_defaults(tmp_path / "first.ipynb", run_env)
+    run_dir = tmp_path / "runs" / RUN_NAME
+    state = json.loads((run_dir / "state.json").read_text())
+
+    assert has_image(executed, "display(pass_at_k_figure(curves))")
+    assert "pass@1" in markdown(executed, "def base_tries(")
+
+    loophole = state["loophole"]
+    assert loophole["steps"] == LOOPHOLE_STEPS > 0
+    assert set(loophole["counts"]) == set(GRADERS)
+    for counts in loophole["counts"].values():
+        assert [c["step"] for c in counts] == list(range(LOOPHOLE_STEPS))
+        for c in counts:
+            assert c["rollouts"] == 64  # 8 groups of 8, none dropped locally
+            assert 0 <= c["skipped_and_paid"] <= c["skipped"] <= c["rollouts"]
+            assert 0 <= c["well_formed"] <= c["rollouts"]
+    guide, fixed = loophole["counts"]["guide's grader"], loophole["counts"]["fixed grader"]
+    # The guide's grader pays rollouts that never closed their thinking; the fixed one cannot.
+    assert sum(c["skipped_and_paid"] for c in guide) > 0
+    assert sum(c["skipped_and_paid"] for c in fixed) == 0
+
+    assert has_image(executed, "async def graded_run(") and (run_dir / "loophole.png").exists()
+    prose = markdown(executed, "def first_and_last(")
+    window = min(10, LOOPHOLE_STEPS // 3)
+    for label, counts in loophole["counts"].items():
+        first, last = rate(counts[:window], "skipped"), rate(counts[-window:], "skipped")
+        paid = sum(c["skipped_and_paid"] for c in counts)
+        skipped = sum(c["skipped"] for c in counts)
+        line = next(line for line in prose.splitlines() if line.startswith(f"- **{label}**"))
+        assert f"from {first:.3f} over the first {window} steps to {last:.3f}" in line
+        assert f"of the {skipped} rollouts that skipped `</think>`, it paid {paid}" in line
+
+    # Run again, unchanged: the stored counts come back; no training client is made.
+    run_infos = sorted((tmp_path / "stack").rglob("run.json"))
+    again = run_defaults(tmp_path / "again.ipynb", run_env)
+    assert markdown(again, "def first_and_last(") == prose
+    assert sorted((tmp_path / "stack").rglob("run.json")) == run_infos

@@ -1,0 +1,340 @@
+"""Honest results: numbers that repeat, settings a run keeps, exercises that do what they
+say, and storage that cleans itself.
+
+Every "Try this" of notebooks 01, 02 and 04 is executed here, literally, with small parameters,
+and checked for the change it announces. (Notebook 04's first one, interrupting the kernel
+mid-loop and running again, is test_resume.py's
+`test_04_resumes_exactly_from_each_crash_window`, beside this file.) The notebook 04 runs
+share one runs folder and one local-stack storage folder, as a learner's would, so the last
+test can check what that storage holds after them.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.dataset import arithmetic_dataset
+from local_stack.kernel.supervisor import stop_local_stack
+from tests.notebook_support import PROBE, ROOT, kernel_env, printed, probe, run, succeeded
+
+NOTEBOOK_03 = "04_training_loop.ipynb"
+# group_size 8 so that the group_size 2 exercise has a baseline with few degenerate groups.
+SMALL_03 = {
+    "steps": 2,
+    "group_size": 8,
+    "groups_per_step": 4,
+    "eval_problems": 2,
+    "eval_samples": 1,
+    "run_name": "base",
+}
+RUN_NAMES = ("base", "groups-of-2", "lr-x10", "temperature-0.5")  # sorted
+
+
+def edited(notebook: str, folder: Path, edits: list[tuple[str, str, str]], probe_code: str) -> Path:
+    """A copy of `notebook` with each (cell needle, old, new) replacement made, as the
+    exercise tells a learner to, and a last cell that prints what the test checks."""
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    for needle, old, new in edits:
+        [cell] = [c for c in nb.cells if c.cell_type == "code" and needle in c.source]
+        assert old in cell.source, (needle, old)
+        cell.source = cell.source.replace(old, new, 1)
+    nb.cells.append(nbformat.v4.new_code_cell("import json\n\n" + probe_code))
+    path = folder / f"edited-{notebook}"
+    nbformat.write(nb, path)
+    return path
+
+
+def records(folder: Path, run_name: str) -> list[dict]:
+    lines = (folder / "runs" / run_name / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def state(folder: Path, run_name: str) -> dict:
+    return json.loads((folder / "runs" / run_name / "state.json").read_text())
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+# -- notebook 04 ---------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _stop_the_tests_own_stack(tmp_path: Path) -> Iterator[None]:
+    """A test that runs a notebook in `kernel_env(tmp_path)` leaves a stack behind (stacks
+    outlive their kernels): stop it."""
+    yield
+    stop_local_stack(tmp_path / "stack")
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One runs folder and one local-stack storage folder for every notebook 04 run here."""
+    folder = tmp_path_factory.mktemp("results")
+    yield folder
+    stop_local_stack(folder / "stack")
+
+
+def run_03(shared: Path, out_name: str, **changes: object) -> nbformat.NotebookNode:
+    return run(NOTEBOOK_03, shared / out_name, {**SMALL_03, **changes}, kernel_env(shared))
+
+
+@pytest.fixture(scope="module")
+def base(shared: Path) -> nbformat.NotebookNode:
+    return succeeded(run_03(shared, "base.ipynb"))
+
+
+@pytest.fixture(scope="module")
+def groups_of_2(shared: Path) -> nbformat.NotebookNode:
+    """Try this: `group_size = 2`, `run_name = "groups-of-2"` (more groups: a clear count)."""
+    return succeeded(
+        run_03(
+            shared, "groups-of-2.ipynb", group_size=2, groups_per_step=16, run_name="groups-of-2"
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def lr_x10(shared: Path) -> nbformat.NotebookNode:
+    """Try this: `learning_rate = 1e-2` and `run_name = "lr-x10"`."""
+    return succeeded(run_03(shared, "lr-x10.ipynb", learning_rate=0.01, run_name="lr-x10"))
+
+
+@pytest.fixture(scope="module")
+def temperature_half(shared: Path) -> nbformat.NotebookNode:
+    """Try this: `temperature = 0.5` and `run_name = "temperature-0.5"`."""
+    return succeeded(
+        run_03(shared, "temperature.ipynb", temperature=0.5, run_name="temperature-0.5")
+    )
+
+
+HELD_OUT_CELLS = (
+    'eval_before = run.state()["eval_before"]',  # the scores before training
+    "comparisons = {name: compare(",  # gains with intervals, and the table
+    "    verdict = (",  # the plain reading of each gain
+)
+
+
+def test_rerunning_a_finished_run_prints_identical_numbers(
+    base: nbformat.NotebookNode, shared: Path
+) -> None:
+    """Try this: run the notebook once more, unchanged: nothing trains, same numbers."""
+    tinker_runs_before = sorted((shared / "stack" / "tinker").iterdir())
+    metrics_before = (shared / "runs" / "base" / "metrics.jsonl").read_text()
+    again = succeeded(run_03(shared, "base-again.ipynb"))
+    for needle in HELD_OUT_CELLS:
+        first = printed(base, needle)
+        assert "0." in first  # the cell did print scores
+        assert printed(again, needle) == first, needle
+    assert "has finished its 2 steps" in printed(again, "RunLog(run_name)")
+    assert (shared / "runs" / "base" / "metrics.jsonl").read_text() == metrics_before
+    assert sorted((shared / "stack" / "tinker").iterdir()) == tinker_runs_before  # no new client
+
+
+def test_resuming_with_a_changed_hyperparameter_fails_in_one_sentence(
+    base: nbformat.NotebookNode, shared: Path
+) -> None:
+    before = state(shared, "base")
+    changed = run_03(shared, "base-changed.ipynb", learning_rate=0.01)
+    assert changed.metadata["exit_code"] != 0
+    errors = [
+        (cell, output)
+        for cell in changed.cells
+        for output in cell.get("outputs", [])
+        if output.output_type == "error"
+    ]
+    [(cell, error)] = errors
+    assert "run.resume(run_settings)" in cell.source
+    assert error.ename == "CourseConfigError" and len(error.traceback) == 1
+    assert "learning_rate=0.001, not 0.01" in error.evalue
+    assert "pick a new run_name" in error.evalue
+    assert error.evalue.count(". ") == 0 and error.evalue.endswith(".")  # one sentence
+    assert state(shared, "base") == before
+
+
+def test_try_group_size_2_gives_more_degenerate_groups(
+    base: nbformat.NotebookNode, groups_of_2: nbformat.NotebookNode, shared: Path
+) -> None:
+    small = records(shared, "groups-of-2")
+    assert state(shared, "groups-of-2")["settings"]["group_size"] == 2
+    assert mean([r["degenerate_pct"] for r in small]) > mean(
+        [r["degenerate_pct"] for r in records(shared, "base")]
+    )
+
+
+def test_try_learning_rate_x10_trains_with_ten_times_the_step(
+    base: nbformat.NotebookNode, lr_x10: nbformat.NotebookNode, shared: Path
+) -> None:
+    assert state(shared, "lr-x10")["settings"]["learning_rate"] == 0.01
+    trained = [r for r in records(shared, "lr-x10") if not r["skipped"]]
+    assert trained and all(r["optim/learning_rate"] == 0.01 for r in trained)
+    assert all(
+        r["optim/learning_rate"] == 0.001 for r in records(shared, "base") if not r["skipped"]
+    )
+
+
+def test_try_temperature_half_samples_surer_tokens(
+    base: nbformat.NotebookNode, temperature_half: nbformat.NotebookNode, shared: Path
+) -> None:
+    """`optim/entropy` is minus the sampler's mean logprob: lower when it samples colder."""
+    assert state(shared, "temperature-0.5")["settings"]["temperature"] == 0.5
+
+    def entropy(run_name: str) -> float:
+        return mean([r["optim/entropy"] for r in records(shared, run_name) if not r["skipped"]])
+
+    assert entropy("temperature-0.5") < entropy("base")
+
+    def largest_weight_gap(run_name: str) -> float:
+        trained = [r for r in records(shared, run_name) if not r["skipped"]]
+        return max(
+            max(r["optim/importance_weight_max"] - 1, 1 - r["optim/importance_weight_min"])
+            for r in trained
+        )
+
+    # The sampler draws from (and reports logprobs of) the tempered distribution; the
+    # learner scores at temperature 1: the importance weights leave 1.
+    assert largest_weight_gap("temperature-0.5") > 0.01 > 1e-3 > largest_weight_gap("base")
+
+
+def test_notebook_03_shows_the_figure_and_logs_train_step_metrics(
+    base: nbformat.NotebookNode, shared: Path
+) -> None:
+    figure_cell = next(c for c in base.cells if "summary_figure(" in c.source)
+    assert any("image/png" in o.get("data", {}) for o in figure_cell.outputs)
+    trained = [r for r in records(shared, "base") if not r["skipped"]]
+    assert trained
+    for record in trained:
+        assert abs(record["optim/importance_weight_mean"] - 1) < 1e-3  # same weights both sides
+        assert record["optim/grad_norm"] > 0 and "optim/kl_sample_train_v2" in record
+    scores = state(shared, "base")["eval_after"]["scores"]
+    assert set(scores) == {"known facts, not trained", "seen facts, new wording", "unseen facts"}
+
+
+def test_storage_holds_only_what_the_runs_need(
+    base: nbformat.NotebookNode,
+    groups_of_2: nbformat.NotebookNode,
+    lr_x10: nbformat.NotebookNode,
+    temperature_half: nbformat.NotebookNode,
+    shared: Path,
+) -> None:
+    """After four runs: each run's latest training state, no sampler checkpoint, nothing else
+    but one run.json per training client (docs/storage.md)."""
+    tinker = shared / "stack" / "tinker"
+    states = sorted(p.parent.name for p in tinker.glob("*/weights/*/checkpoint.json"))
+    assert states == [f"{name}-state-1" for name in RUN_NAMES]
+    assert not list(tinker.glob("*/sampler_weights/*/checkpoint.json"))
+    for run_name in RUN_NAMES:
+        checkpoint = state(shared, run_name)["checkpoint"].removeprefix("tinker://")
+        assert (tinker / checkpoint / "checkpoint.json").exists()
+    files = [p for p in tinker.rglob("*") if p.is_file()]
+    run_infos = [p for p in files if p.name == "run.json"]
+    assert len(run_infos) == 4  # one training client per run; the unchanged re-run made none
+    assert sum(p.stat().st_size for p in files) < 4 * 2_000_000
+    assert len(files) == 4 * 5 + len(run_infos)  # five files per training state
+
+
+# -- notebooks 01 and 02 -------------------------------------------------------------
+
+
+def test_notebook_01_exercises_change_what_they_say(tmp_path: Path) -> None:
+    negative_row = (
+        '("negative", {"question": "What is 3 minus 5?", "answer": "3 - 5 = -2."}, '
+        'f"</think>\\\\boxed{{-2}}{END}")'
+    )
+    fooling = '("Ann has 12 stickers, which is 4 more than Ben\'s 8.", "12")'
+    notebook = edited(
+        "01_scoring.ipynb",
+        tmp_path,
+        [
+            ('END = "<|im_end|>"', "\n]\n", f"\n    {negative_row},\n]\n"),
+            ("orca_style_answers = [", "\n]\n", f"\n    {fooling},\n]\n"),
+            (
+                "class MathEnv(Env):",
+                "- 0.1 * (1.0 - correct_format)",
+                "- 0.5 * (1.0 - correct_format)",
+            ),
+        ],
+        f'print("{PROBE}" + json.dumps({{"table": table, '
+        '"heuristic": json.loads(heuristic.to_json(orient="records")), '
+        '"prompt": course.tokenizer.decode(prompt_tokens), "group_rewards": rewards}))',
+    )
+    executed = succeeded(
+        run(notebook, tmp_path / "out.ipynb", {"example_index": 7}, kernel_env(tmp_path))
+    )
+    seen = probe(executed)
+    rewards = {row["case"]: row["reward"] for row in seen["table"]}
+    assert rewards["negative"] == 1.0
+    # The penalty moved from 0.1 to 0.5 for every badly formed case, and only for those.
+    assert rewards["unboxed"] == -0.5 and rewards["box left open"] == -0.5
+    assert rewards["truncated, no stop token"] == -0.5
+    assert rewards["1,000 vs 1000, no stop"] == -0.5
+    assert rewards["correct"] == 1.0 and rewards["wrong"] == 0.0
+    # The group (correct, wrong, unboxed, truncated): its mean falls to 0, so the wrong but
+    # well-formed answer's advantage is 0, as the instructor guide says.
+    group = seen["group_rewards"]
+    assert [round(r - sum(group) / len(group), 3) for r in group] == [1.0, 0.0, -0.5, -0.5]
+    last = seen["heuristic"][-1]
+    assert last["final_answer"] == "8" and last["right?"] is False
+    train = arithmetic_dataset()["train"]
+    assert train[7]["question"] in seen["prompt"] and train[0]["question"] not in seen["prompt"]
+
+
+def test_notebook_02_exercises_change_what_they_say(tmp_path: Path) -> None:
+    window_cell = next(
+        c.source
+        for c in nbformat.read(
+            ROOT / "notebooks" / "02_snapshot_and_serve.ipynb", as_version=4
+        ).cells
+        if 'for window in ("balanced", "flex"):' in c.source
+    )
+    probe_code = "\n".join(
+        [
+            # The fourth exercise, as written: delete, then run the window cell again.
+            "await course.service_client.create_rest_client()"
+            ".delete_checkpoint_from_tinker_path_async(policy.checkpoint_path)",
+            "deleted_error = None",
+            "try:",
+            textwrap.indent(window_cell, "    "),
+            "except Exception as error:",
+            "    deleted_error = str(error)",
+            "logprobs = [lp for t in group.trajectories_G for lp in t.transitions[0].ac.logprobs]",
+            f'print("{PROBE}" + json.dumps({{"rows": rows, "deleted_error": deleted_error, '
+            '"mean_logprob": sum(logprobs) / len(logprobs)}))',
+        ]
+    )
+    hot = edited(
+        "02_snapshot_and_serve.ipynb",
+        tmp_path,
+        [("wrong_config = {", '"r": 8}', '"target_modules": ["q_proj"]}')],
+        probe_code,
+    )
+    env = kernel_env(tmp_path)
+    hot_run = succeeded(
+        run(hot, tmp_path / "hot.ipynb", {"temperature": 1.5, "max_tokens": 8}, env)
+    )
+    (tmp_path / "cold").mkdir()
+    cold = edited("02_snapshot_and_serve.ipynb", tmp_path / "cold", [], probe_code)
+    cold_run = succeeded(
+        run(cold, tmp_path / "cold.ipynb", {"temperature": 0.3, "max_tokens": 8}, env)
+    )
+    hot_seen, cold_seen = probe(hot_run), probe(cold_run)
+
+    # Temperature: colder sampling draws likelier tokens.
+    assert cold_seen["mean_logprob"] > hot_seen["mean_logprob"]
+    # max_tokens 8: answers are cut off and pay the format penalty.
+    for seen in (hot_seen, cold_seen):
+        cut = [row for row in seen["rows"] if row["stop reason"] == "length"]
+        assert cut and all(row["reward"] in (0.9, -0.1) for row in cut)
+    # target_modules: r and lora_alpha agree with the archive, so the local stack builds the
+    # adapter from the given config and refuses weights for modules it does not name.
+    mismatch = printed(hot_run, "mismatched = sail.SailTokenCompleter(")
+    assert "refused" in mismatch and "do not match its config" in mismatch
+    # Deleted checkpoint: the local stack fetches the archive again, and it is gone.
+    assert hot_seen["deleted_error"] and "404" in hot_seen["deleted_error"]

@@ -1,0 +1,61 @@
+"""Each parameter is declared once (`helpers/notebook_parameters.py`); `make docs` writes every
+other place it appears. These fail when a declaration changed and `make docs` was not run."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_generated_place_matches_the_declarations():
+    stale = subprocess.run(
+        [sys.executable, "scripts/make_docs.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert stale.returncode == 0, stale.stderr
+
+
+def test_a_changed_default_reaches_every_place_it_appears(tmp_path):
+    """Change notebook 04's `steps` default in a copy of the repo's declarations, run the
+    generator there, and find the new value in the cell, docs/cloud.md and the guide."""
+    copy = tmp_path / "repo"
+    for part in ("helpers", "scripts", "notebooks", "docs"):
+        shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+    declarations = copy / "helpers" / "notebook_parameters.py"
+    text = declarations.read_text()
+    old = '"steps": Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),'
+    assert old in text
+    declarations.write_text(text.replace(old, old.replace("local=90", "local=91")))
+    env = {"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"}
+    check = [sys.executable, "scripts/make_docs.py", "--check"]
+    assert subprocess.run(check, cwd=copy, env=env, capture_output=True).returncode != 0
+    subprocess.run([sys.executable, "scripts/make_docs.py"], cwd=copy, env=env, check=True)
+    assert subprocess.run(check, cwd=copy, env=env, capture_output=True).returncode == 0
+    cell = _parameters_cell(copy / "notebooks" / "04_training_loop.ipynb")
+    assert "None: 91 locally, 7 in the cloud" in cell
+    assert "| 04 | `steps` | `91` | `7` |" in (copy / "docs" / "cloud.md").read_text()
+    assert "None: 91 locally" in (copy / "docs" / "instructor.md").read_text()
+
+
+def _parameters_cell(path: Path) -> str:
+    book = nbformat.read(path, as_version=4)
+    [cell] = [c for c in book.cells if "parameters" in c.metadata.get("tags", [])]
+    return cell.source
+
+
+def test_each_parameters_cell_sets_what_is_declared():
+    for notebook, parameters in NOTEBOOK_PARAMETERS.items():
+        namespace: dict = {}
+        exec(_parameters_cell(ROOT / "notebooks" / f"{notebook}.ipynb"), namespace)
+        values = {k: v for k, v in namespace.items() if not k.startswith("__")}
+        assert values == {name: p.value for name, p in parameters.items()}, notebook
