@@ -8,63 +8,24 @@ left. The start-up settings from the environment stay every client's default.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from helpers.backend import Course
-from local_stack import config, registry
+from local_stack import config
 from local_stack.control.knobs import MAX_CLIENTS_WITH_SETTINGS, ClientKnobs, Knobs
 from local_stack.control.routes import DEPARTED_CHECK_SECONDS
 from local_stack.kernel.control_client import get_knobs, reset_knobs, set_knobs
+from tests.knobs_support import config_of, stack_default
+from tests.wait_support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-WAIT_SECONDS = 120.0
-NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-# Notebook 06's small run in tests/test_pipelining.py, with the two simulated latencies set
-# to different values, so that the test can see the kernel use each.
-NOTEBOOK_06_SMALL = {
-    "steps": 4,
-    "group_size": 4,
-    "groups_per_step": 2,
-    "max_staleness": 2,
-    "balanced_latency_s": 2.0,
-    "flex_latency_s": 3.0,
-    "flex_steps": 3,
-    "eval_problems": 4,
-    "eval_samples": 1,
-    "run_name": "settings-06",
-}
-
-
-def stack_default() -> dict:
-    """The settings every client gets unless it set its own: the stack's start-up ones."""
-    return Knobs.from_settings(config.knob_settings_from_env()).as_dict()
-
-
-def config_of(url: str, client: str) -> dict:
-    """What `client`'s requests get, asked with its own key."""
-    request = urllib.request.Request(
-        f"{url}/local/config",
-        headers={"Authorization": f"Bearer {config.SAIL_KEY_PREFIX}{client}"},
-    )
-    with NO_PROXY.open(request, timeout=30) as reply:
-        return json.load(reply)
-
-
-def wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        time.sleep(0.2)
 
 
 def test_each_client_has_its_own_latency_and_faults() -> None:
@@ -168,52 +129,5 @@ def test_a_killed_kernels_settings_are_forgotten(local_stack) -> None:
     wait_until(
         lambda: config_of(local_stack.url, client) == stack_default(),
         "the killed kernel's settings to be forgotten",
+        give_up_after=120,
     )
-
-
-@pytest.mark.notebooks  # a whole-notebook scenario (make test-notebooks), about a minute
-def test_after_notebook_06_another_kernel_gets_the_stacks_defaults(local_stack, tmp_path) -> None:
-    """Notebook 06 shares this session's stack. While it runs, its kernel (and only it) has
-    the simulated latency; once the kernel has shut down, nobody has it."""
-    env = {
-        **os.environ,
-        "COURSE_RUNS_DIR": str(tmp_path / "runs"),
-        "IPYTHONDIR": str(tmp_path / "ipython"),
-        "PYTHONPATH": str(ROOT),
-    }
-    out = tmp_path / "06.ipynb"
-    args = [sys.executable, "-m", "papermill", str(ROOT / "notebooks" / "06_faster_loops.ipynb")]
-    args += [str(out), "--cwd", str(ROOT / "notebooks"), "--kernel", "python3"]
-    for name, value in NOTEBOOK_06_SMALL.items():
-        args += ["-p", name, str(value)]
-    run = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    seen_kernel_latencies: set[float] = set()
-    try:
-        while run.poll() is None:
-            for client in kernel_clients(local_stack.storage_dir):
-                seen_kernel_latencies.add(config_of(local_stack.url, client)["latency"])
-            assert get_knobs(local_stack.url) == stack_default()  # this client: untouched
-            time.sleep(0.2)
-    finally:
-        log = run.communicate(timeout=WAIT_SECONDS)[0].decode(errors="replace")
-    assert run.returncode == 0, log[-3000:]
-    assert error_free(out)
-    simulated = {NOTEBOOK_06_SMALL["balanced_latency_s"], NOTEBOOK_06_SMALL["flex_latency_s"]}
-    assert simulated <= seen_kernel_latencies  # it did simulate, in both windows
-    # papermill can return while its kernel is still exiting: wait for the kernel to be gone.
-    deadline = time.monotonic() + WAIT_SECONDS
-    while kernel_clients(local_stack.storage_dir) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert kernel_clients(local_stack.storage_dir) == set()  # the kernel has shut down
-    assert config_of(local_stack.url, "anotherkernel") == stack_default()
-    assert get_knobs(local_stack.url) == stack_default()
-
-
-def kernel_clients(storage_dir: Path) -> set[str]:
-    """The clients registered with the stack other than this test process."""
-    return registry.live_client_names(storage_dir) - {config.process_client()}
-
-
-def error_free(executed: Path) -> bool:
-    notebook = nbformat.read(executed, as_version=4)
-    return not [o for c in notebook.cells for o in c.get("outputs", []) if "ename" in o]
