@@ -9,7 +9,7 @@ quiet machine, `/healthz` within 1 s.
 (b) a huge batch: one forward_backward of 2,000 datums of 128 tokens;
 (c) slow archives: two LoRA archives on a loopback server that answers after 25 s.
 
-tests/test_fair_stack.py runs the same attacks, smaller, under client timeouts.
+tests/stack/test_fair_stack.py runs the same attacks, smaller, under client timeouts.
 """
 
 from __future__ import annotations

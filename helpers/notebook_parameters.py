@@ -2,7 +2,7 @@
 
 A notebook's parameters cell, the call in its check cell, and the parameter tables of
 docs/cloud.md and the instructor's guide are all written from `NOTEBOOK_PARAMETERS` by `make docs`
-(`scripts/make_docs.py`); `tests/test_docs_fresh.py` fails when they were not. To change a
+(`scripts/make_docs.py`); `tests/repo/test_docs_fresh.py` fails when they were not. To change a
 default, a range or a description, change it here and run `make docs`.
 
 A parameter whose value is None takes its backend's default (`local`, `cloud`). Within a

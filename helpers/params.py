@@ -7,7 +7,7 @@ parameters to `check_params`, which imports nothing heavy. A value
 outside its range raises `CourseConfigError` with one sentence naming the parameter and the
 range, so a bad papermill `-p` fails in a second instead of mid-run (or, worse, "succeeds"
 having sampled nothing). The ranges are what the services accept, what each backend's data
-holds, and what a kernel can hold; `tests/test_params.py` checks them against the first two.
+holds, and what a kernel can hold; `tests/course/test_params.py` checks them against the first two.
 
 Comparisons are written `low <= value <= high`, which NaN fails.
 """

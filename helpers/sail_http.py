@@ -3,7 +3,7 @@
 The `sail` SDK has no calls for uploading a LoRA, so notebook 08 makes those requests itself,
 with the SDK's endpoint and key (`SAIL_API_URL`, `SAIL_API_KEY`). Every request shape the
 course sends is in `REQUEST_SHAPES`, each field marked documented (with its source) or
-guessed; `tests/test_sdk_drift.py` fails when the course sends a shape or a field that is not
+guessed; `tests/repo/test_sdk_drift.py` fails when the course sends a shape or a field that is not
 in the table. The local stack accepts exactly these shapes, so on the local backend a guess
 always "works": only the cloud can prove one wrong, and then Sail's error names the field.
 """

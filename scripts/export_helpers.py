@@ -4,7 +4,7 @@ As in d2l and nbdev, a notebook is the one source of the code it teaches. Each m
 MODULES is its notebook's `# @save` cells in order (the first of them holds the module's
 imports), under a header naming the notebook to edit and a docstring kept here. The text
 goes through `ruff format` and must pass `ruff check`, so the module is as clean as
-hand-written code. `tests/test_single_source.py` fails when a committed module differs
+hand-written code. `tests/repo/test_single_source.py` fails when a committed module differs
 from what this script writes.
 """
 

@@ -5,7 +5,7 @@ notebook's parameters cell (values and comments), the `check_params(...)` call o
 cell (every parameter, in the cell's order), and the parameter tables of docs/cloud.md and
 the instructor's guide, between their `<!-- parameters:start -->` and `<!-- parameters:end -->`
 marks. With `--check` it writes nothing and fails if any of them is stale, which
-`tests/test_docs_fresh.py` does too.
+`tests/repo/test_docs_fresh.py` does too.
 """
 
 from __future__ import annotations

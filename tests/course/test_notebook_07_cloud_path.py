@@ -3,7 +3,7 @@
 The cells run here as the notebook has them, with `backend = "cloud"` and a sandbox factory
 whose results are what `sail.TinkerSandbox` passes on from a Sailbox (exit code 124 and
 `timed_out` on a timeout, stderr only what the command wrote; see
-tests/test_sandbox_exec_result.py), so no bubblewrap and no Sail are needed.
+tests/stack/test_sandbox_exec_result.py), so no bubblewrap and no Sail are needed.
 """
 
 from __future__ import annotations

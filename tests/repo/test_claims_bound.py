@@ -63,7 +63,7 @@ def test_core_path_fits_the_slot(name: str) -> None:
 @pytest.mark.parametrize("name", MINE)
 def test_optional_cells_come_after_the_core_path(name: str) -> None:
     """Once a cell is tagged optional, the markdown after it is optional too, but for the
-    closing summary (which must stay last: tests/test_notebook_format.py)."""
+    closing summary (which must stay last: tests/repo/test_notebook_format.py)."""
     notebook = cells(name)
     tagged = [i for i, c in enumerate(notebook) if "optional" in c.metadata.get("tags", [])]
     if not tagged:

@@ -2,7 +2,7 @@
 # Verifier for sum_numbers, in Harbor's contract: write the reward (1 or 0) to
 # /logs/verifier/reward.txt. The expected sum lives here, not next to the input, so a
 # policy that rewrites numbers.txt cannot change the answer it is graded against.
-# Keep it equal to the sum of environment/numbers.txt (tests/test_sandbox.py checks).
+# Keep it equal to the sum of environment/numbers.txt (tests/stack/test_sandbox.py checks).
 # The course's grader (shell_tasks.harbor_task.run_verifier) runs this in an emptied
 # /logs/verifier and counts only a reward this script wrote.
 EXPECTED_SUM=1827
