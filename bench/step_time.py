@@ -34,9 +34,12 @@ import psutil
 import helpers
 from helpers.defaults import BACKEND_DEFAULTS
 from helpers.training import LoopSettings, run_step
-try:
+import os
+# The old tree predates local_stack/kernel/. Chosen by the tree's own files: an import that
+# fails there would be answered from the installed (current) checkout instead.
+if os.path.exists("local_stack/kernel/supervisor.py"):
     from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
-except ImportError:  # the old tree, from before the kernel side moved into local_stack/kernel/
+else:
     from local_stack.supervisor import start_local_stack, stop_local_stack
 
 WARM_UP, TIMED = 1, int(sys.argv[1])
