@@ -7,6 +7,7 @@
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, progress, stats, rollout_failures
                           what the taught loops draw, store, show, measure and guard against
+    step_effect           notebook 03's step outside the notebook: what one step moves, per seed
     errors, sdk_noise     one-sentence errors (a cell stopped by a dead local stack too), and
                           quiet SDK notices the course explains
     adapter_export, sail_http, effect_size

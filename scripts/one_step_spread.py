@@ -14,22 +14,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
-import time
 
 import tinker
-from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
 from tinker_cookbook.rl.metrics import compute_kl_sample_train
 
 import helpers
 from helpers.defaults import with_defaults
-from helpers.inspect_step import (
-    completion_logprob_changes,
-    learner_logprobs,
-    sample_with_spread,
-    without_mask,
-)
-from helpers.serving import sail_policy
+from helpers.inspect_step import without_mask
+from helpers.step_effect import measure_one_step
 
 NOTEBOOK = "03_one_grpo_step"
 
@@ -39,37 +31,27 @@ async def one_step(course, seed: int) -> dict[str, float]:
     learning_rate, max_tokens = with_defaults(
         "local", NOTEBOOK, learning_rate=None, max_tokens=None
     ).values()
-    client = await course.service_client.create_lora_training_client_async(
-        base_model=course.model_name, rank=course.adapter_config["r"], seed=seed
-    )
-    policy = await sail_policy(
-        client,
-        course.service_client,
-        course.adapter_config,
-        f"one-step-spread-{seed}-{time.time_ns()}",
-        model_name=course.model_name,
+
+    async def train_once(client, data_D: list[tinker.Datum]) -> None:
+        sent_D = [without_mask(d) for d in data_D]
+        await (
+            await client.forward_backward_async(sent_D, loss_fn="importance_sampling")
+        ).result_async()
+        adam = tinker.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
+        await (await client.optim_step_async(adam)).result_async()
+
+    effect = await measure_one_step(
+        course,
+        seed,
+        train_once,
+        name="one-step-spread",
         max_tokens=max_tokens,
         temperature=1.0,
     )
-    groups = await sample_with_spread(policy, course, random.Random(seed), 16, 8)
-    advantages_P = compute_advantages(groups)
-    data_D, metadata_D = assemble_training_data(groups, advantages_P)
-    advantage_D = [float(advantages_P[m["group_idx"]][m["traj_idx"]]) for m in metadata_D]
-    before_D = await learner_logprobs(client, data_D)
-    sent_D = [without_mask(d) for d in data_D]
-    await (
-        await client.forward_backward_async(sent_D, loss_fn="importance_sampling")
-    ).result_async()
-    adam = tinker.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
-    await (await client.optim_step_async(adam)).result_async()
-    after_D = await learner_logprobs(client, data_D)
-    change_D = completion_logprob_changes(data_D, before_D, after_D)
-    positive = [c for c, a in zip(change_D, advantage_D, strict=True) if a > 0]
-    negative = [c for c, a in zip(change_D, advantage_D, strict=True) if a < 0]
-    kl = compute_kl_sample_train(data_D, after_D)
+    kl = compute_kl_sample_train(effect.data_D, effect.after_D)
     return {
-        "positive": sum(positive) / len(positive),
-        "negative": sum(negative) / len(negative),
+        "positive": effect.positive,
+        "negative": effect.negative,
         "v1": kl["optim/kl_sample_train_v1"],
         "v2": kl["optim/kl_sample_train_v2"],
     }

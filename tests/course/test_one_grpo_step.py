@@ -7,16 +7,12 @@ other "Try this" runs are in tests/notebooks/ (test_one_grpo_step_cloud.py, test
 from __future__ import annotations
 
 import asyncio
-import random
-import time
 
 import pytest
-from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
 from tinker_cookbook.rl.train import train_step
 
 from helpers.errors import CourseConfigError
-from helpers.inspect_step import completion_logprob_changes, learner_logprobs, sample_with_spread
-from helpers.serving import sail_policy
+from helpers.step_effect import measure_one_step
 from tests.check_cells_support import run_check_cells
 
 NOTEBOOK = "03_one_grpo_step.ipynb"
@@ -46,29 +42,18 @@ def test_one_step_moves_completions_the_right_way_across_seeds(local_stack) -> N
     course = helpers.backend.connect("local")
 
     async def mean_changes(seed: int, learning_rate: float, temperature: float):
-        client = await course.service_client.create_lora_training_client_async(
-            base_model=course.model_name, rank=course.adapter_config["r"], seed=seed
-        )
-        policy = await sail_policy(
-            client,
-            course.service_client,
-            course.adapter_config,
-            f"sweep-{seed}-{time.time_ns()}",
-            model_name=course.model_name,
+        async def train_once(client, data_D) -> None:
+            await train_step(data_D, client, learning_rate, 1, "importance_sampling")
+
+        effect = await measure_one_step(
+            course,
+            seed,
+            train_once,
+            name="sweep",
             max_tokens=course.defaults["max_tokens"],
             temperature=temperature,
         )
-        groups = await sample_with_spread(policy, course, random.Random(seed), 16, 8)
-        advantages_P = compute_advantages(groups)
-        data_D, metadata_D = assemble_training_data(groups, advantages_P)
-        advantages = [float(advantages_P[m["group_idx"]][m["traj_idx"]]) for m in metadata_D]
-        before_D = await learner_logprobs(client, data_D)
-        await train_step(data_D, client, learning_rate, 1, "importance_sampling")
-        after_D = await learner_logprobs(client, data_D)
-        changes = completion_logprob_changes(data_D, before_D, after_D)
-        up = [c for c, a in zip(changes, advantages, strict=True) if a > 0]
-        down = [c for c, a in zip(changes, advantages, strict=True) if a < 0]
-        return sum(up) / len(up), sum(down) / len(down)
+        return effect.positive, effect.negative
 
     async def sweep() -> dict:
         # All at once: the stack batches their sampling, as it would for one notebook's groups.
