@@ -10,15 +10,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-import tinker
 from sandbox_probes import TASK_DIR, run
-from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.rollouts import do_group_rollout
 
 from helpers.scoring import GuideMathEnv, MathEnv, MathGroupBuilder, graded_text
 from kimi import MODEL_NAME, RENDERER_NAME, offline_kimi_tokenizer, register_offline_kimi_tokenizer
 from local_stack.kernel.sandbox import local_sandbox_factory
 from shell_tasks.shell_env import ShellTaskGroupBuilder
+from tests.replies_support import Replies, in_reply_order
 
 END = "<|im_end|>"
 QUESTION, REFERENCE = "What is 12 plus 2?", "12 + 2 = 14."
@@ -90,19 +89,6 @@ BASH_REPLIES = {
 }
 
 
-class Replies(TokenCompleter):
-    """Answers each prompt with the next of a fixed list of replies (not a sampler)."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = [offline_kimi_tokenizer().encode(text) for text in replies]
-
-    async def __call__(
-        self, model_input: tinker.ModelInput, stop: StopCondition, *, max_tokens: int | None = None
-    ) -> TokensWithLogprobs:
-        tokens = self.replies.pop(0)
-        return TokensWithLogprobs(tokens=tokens, maybe_logprobs=[0.0] * len(tokens))
-
-
 def test_the_bash_block_runs_only_after_closed_thinking_and_a_clean_stop() -> None:
     """The same correct script three ways: only the reply that closed its thinking and
     stopped runs it and earns the task's reward; the others run nothing and earn 0."""
@@ -115,17 +101,15 @@ def test_the_bash_block_runs_only_after_closed_thinking_and_a_clean_stop() -> No
         renderer_name=RENDERER_NAME,
         sandbox_creation="concurrent",
     )
-    group = run(do_group_rollout(builder, Replies(list(BASH_REPLIES.values()))))
-    tokens_to_name = {
-        tuple(offline_kimi_tokenizer().encode(text)): name for name, text in BASH_REPLIES.items()
-    }
+    replies = list(BASH_REPLIES.values())
+    group = run(do_group_rollout(builder, Replies(replies)))
     outcome = {
-        tokens_to_name[tuple(t.transitions[0].ac.tokens)]: (
+        name: (
             t.transitions[0].metrics["has_bash_block"],
             "script" in t.transitions[0].logs,
             reward,
         )
-        for t, reward in zip(group.trajectories_G, group.get_total_rewards(), strict=True)
+        for name, (t, reward) in zip(BASH_REPLIES, in_reply_order(group, replies), strict=True)
     }
     assert outcome == {
         "thinking never closed": (0.0, False, 0.0),

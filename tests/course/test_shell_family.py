@@ -9,15 +9,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import tinker
-from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.rollouts import do_group_rollout
 
-from kimi import offline_kimi_tokenizer
 from local_stack.kernel.sandbox import local_sandbox_factory
 from shell_tasks import task_family
 from shell_tasks.harbor_task import load_harbor_task
 from shell_tasks.shell_rl import group_builders, policy_model_name
+from tests.replies_support import Replies, in_reply_order
 
 # The right command per kind (the tiny shell model's warm-up writes these too).
 RIGHT = {
@@ -38,30 +36,13 @@ def right_command(item: task_family.ShellInstance) -> str:
     return RIGHT[item.kind].format(i=item.input_name, o=item.output_name, w=item.word)
 
 
-class ScriptedPolicy(TokenCompleter):
-    """Answers each prompt with the next of a fixed list of replies (real Kimi ids)."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = [offline_kimi_tokenizer().encode(text) for text in replies]
-
-    async def __call__(
-        self, model_input: tinker.ModelInput, stop: StopCondition, *, max_tokens: int | None = None
-    ) -> TokensWithLogprobs:
-        tokens = self.replies.pop(0)
-        return TokensWithLogprobs(tokens=tokens, maybe_logprobs=[0.0] * len(tokens))
-
-
 def graded(task_dir: Path, replies: list[str]) -> list[float]:
     """Roll out one group with `replies` in local sandboxes; the rewards, in reply order."""
     (builder,) = group_builders(
         [task_dir], local_sandbox_factory, len(replies), policy_model_name("local")
     )
-    group = asyncio.run(do_group_rollout(builder, ScriptedPolicy(list(replies))))
-    by_tokens = {
-        tuple(t.transitions[0].ac.tokens): r
-        for t, r in zip(group.trajectories_G, group.get_total_rewards(), strict=True)
-    }
-    return [by_tokens[tuple(offline_kimi_tokenizer().encode(text))] for text in replies]
+    group = asyncio.run(do_group_rollout(builder, Replies(list(replies))))
+    return [reward for _, reward in in_reply_order(group, replies)]
 
 
 def test_an_instance_is_the_same_every_time_and_its_answer_fits_its_input() -> None:

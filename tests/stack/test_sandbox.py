@@ -22,7 +22,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import tinker
 from sandbox_probes import (
     ENV_DIR,
     MARKER_VARIABLE,
@@ -31,7 +30,6 @@ from sandbox_probes import (
     processes_with,
     run,
 )
-from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
 
@@ -52,6 +50,7 @@ from local_stack.kernel.sandbox.enclosure import totals_problem
 from local_stack.kernel.sandbox.process import OUTPUT_CEILING_BYTES
 from shell_tasks.harbor_task import load_harbor_task
 from shell_tasks.shell_env import ShellTaskGroupBuilder, extract_bash_script
+from tests.replies_support import Replies
 
 # Hangs only: whether a command was killed at its timeout is `metrics["timed_out"]`.
 SLACK_SECONDS = 30.0
@@ -366,20 +365,6 @@ def test_extract_bash_script_takes_the_first_bash_block() -> None:
     assert extract_bash_script("echo a") is None
 
 
-class ScriptedPolicy(TokenCompleter):
-    """Answers each prompt with the next of a fixed list of responses."""
-
-    def __init__(self, responses: list[str]) -> None:
-        tokenizer = offline_kimi_tokenizer()
-        self.responses = [tokenizer.encode(text) for text in responses]
-
-    async def __call__(
-        self, model_input: tinker.ModelInput, stop: StopCondition, *, max_tokens: int | None = None
-    ) -> TokensWithLogprobs:
-        tokens = self.responses.pop(0)
-        return TokensWithLogprobs(tokens=tokens, maybe_logprobs=[0.0] * len(tokens))
-
-
 CORRECT = (
     "Add them with awk.</think>```bash\n"
     "awk '{ s += $1 } END { print s }' numbers.txt > sum.txt\n```<|im_end|>"
@@ -405,7 +390,7 @@ def test_a_rollout_group_is_graded_by_test_sh_in_the_sandbox(creation: str) -> N
         renderer_name=RENDERER_NAME,
         sandbox_creation=creation,
     )
-    group = run(do_group_rollout(builder, ScriptedPolicy([CORRECT, WRONG])))
+    group = run(do_group_rollout(builder, Replies([CORRECT, WRONG])))
 
     correct_tokens = offline_kimi_tokenizer().encode(CORRECT)
     rewards = {
