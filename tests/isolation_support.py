@@ -42,6 +42,16 @@ def sail(url: str, client: str, method: str, path: str, **kwargs) -> urllib3.Bas
     return HTTP.request(method, f"{url}/v1{path}", headers=sail_headers(client), **kwargs)
 
 
+def sample_from_lora(
+    url: str, client: str, lora: dict[str, str], **body
+) -> urllib3.BaseHTTPResponse:
+    """`client`'s raw `/responses` request (a small `create_body`, changed by `body`) that
+    samples from the adapter `lora` names: the request metadata's `lora`, and maybe its
+    `tinker_adapter_config`."""
+    metadata = {"completion_window": "balanced", **lora}
+    return sail(url, client, "POST", "/responses", json=create_body(metadata=metadata, **body))
+
+
 def tinker_json(url: str, client: str, path: str, body: dict) -> urllib3.BaseHTTPResponse:
     """A raw Tinker JSON POST (`path` under /api/v1) with `client`'s key."""
     return HTTP.request("POST", f"{url}/api/v1{path}", json=body, headers=tinker_headers(client))

@@ -22,7 +22,7 @@ from local_stack.engine.model import ADAPTER_CONFIG_PATH, adapter_config_for, lo
 from local_stack.http import ApiError
 from local_stack.sail.adapters import INVALID_CONFIG, INVALID_RANK, check_lora_config
 from tests import sail_support as support
-from tests.isolation_support import assert_bystander_served, new_client, sail
+from tests.isolation_support import assert_bystander_served, new_client, sail, sample_from_lora
 from tests.tinker_datums import MODEL
 
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
@@ -123,14 +123,7 @@ def test_an_archive_with_a_hostile_config_is_refused(local_stack, tmp_path, case
     )
     name = case.replace(" ", "-")
     lora_url = support.plant_archive(local_stack.storage_dir, local_stack.url, name, archive)
-    metadata = {"completion_window": "balanced", "lora": lora_url}
-    reply = sail(
-        local_stack.url,
-        new_client("mallory"),
-        "POST",
-        "/responses",
-        json=support.create_body(metadata=metadata),
-    )
+    reply = sample_from_lora(local_stack.url, new_client("mallory"), {"lora": lora_url})
     assert_bystander_served(local_stack.url)
     assert reply.status == 400, reply.data[:300]
     error = reply.json()["error"]
@@ -143,14 +136,8 @@ def test_a_request_adapter_config_with_unknown_keys_is_refused_before_fetching(l
     (the URL names no checkpoint: a fetch would have answered HTTP 404)."""
     missing = f"{local_stack.url}/tinker/archives/nobody/sampler_weights/none.tar"
     given = json.dumps({**COURSE_CONFIG, "rank_pattern": {BACKTRACKING: 8}, "surprise": 1})
-    metadata = {"completion_window": "balanced", "lora": missing, "tinker_adapter_config": given}
-    reply = sail(
-        local_stack.url,
-        new_client("mallory"),
-        "POST",
-        "/responses",
-        json=support.create_body(metadata=metadata),
-    )
+    lora = {"lora": missing, "tinker_adapter_config": given}
+    reply = sample_from_lora(local_stack.url, new_client("mallory"), lora)
     assert reply.status == 400
     error = reply.json()["error"]
     assert error["param"] == "metadata.tinker_adapter_config", error

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests import sail_support as support
-from tests.isolation_support import assert_bystander_served, new_client, sail
+from tests.isolation_support import assert_bystander_served, new_client, sample_from_lora
 
 REFUSAL = "metadata.lora must be an adapter archive URL of this stack's Tinker"
 
@@ -64,14 +64,7 @@ def test_urls_off_the_archive_route_are_refused_without_fetching(local_stack, de
     decoy_url, hits = decoy
     mallory = new_client("mallory")
     for lora_url in _off_route_urls(local_stack.url, decoy_url):
-        metadata = {"completion_window": "balanced", "lora": lora_url}
-        reply = sail(
-            local_stack.url,
-            mallory,
-            "POST",
-            "/responses",
-            json=support.create_body(metadata=metadata),
-        )
+        reply = sample_from_lora(local_stack.url, mallory, {"lora": lora_url})
         assert reply.status == 400, (lora_url, reply.data[:300])
         error = reply.json()["error"]
         assert error["param"] == "metadata.lora" and REFUSAL in error["message"], (lora_url, error)
@@ -84,12 +77,5 @@ def test_the_archive_route_is_fetched(local_stack):
     """A URL of the archive route is fetched: a checkpoint that is not there is a 404 from
     the route, which Sail reports."""
     missing = f"{local_stack.url}/tinker/archives/nobody/sampler_weights/none.tar?sig=1"
-    metadata = {"completion_window": "balanced", "lora": missing}
-    reply = sail(
-        local_stack.url,
-        new_client("alice"),
-        "POST",
-        "/responses",
-        json=support.create_body(metadata=metadata),
-    )
+    reply = sample_from_lora(local_stack.url, new_client("alice"), {"lora": missing})
     assert reply.status == 400 and "gave HTTP 404" in reply.json()["error"]["message"]
