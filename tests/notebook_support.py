@@ -139,6 +139,14 @@ def error_outputs(executed: nbformat.NotebookNode) -> list:
     return [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
 
 
+def assert_clean_local_run(out: Path, env: dict, folder: Path, *logs: str) -> None:
+    """The local run that wrote `out` with `env` showed no error, its stack wrote a log, and
+    no fake key is in `logs` or in any file under `folder`."""
+    assert not error_outputs(nbformat.read(out, as_version=4))
+    assert (Path(env["COURSE_LOCAL_STACK_DIR"]) / "stack.log").exists()
+    assert_no_key_leaks(*logs, all_text_under(folder))
+
+
 def all_text_under(folder: Path) -> str:
     return "".join(p.read_bytes().decode("latin-1") for p in folder.rglob("*") if p.is_file())
 

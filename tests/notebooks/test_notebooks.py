@@ -19,8 +19,7 @@ import pytest
 from tests.notebook_support import (
     FAKE_KEYS,
     SMALL_PARAMETERS,
-    all_text_under,
-    assert_no_key_leaks,
+    assert_clean_local_run,
     error_outputs,
     finish,
     metrics_steps,
@@ -36,10 +35,7 @@ def test_notebook_runs_with_small_parameters(notebook: str, run_env: dict, tmp_p
     out = tmp_path / notebook
     code, log = finish(papermill(notebook, out, SMALL_PARAMETERS[notebook], run_env))
     assert code == 0, log[-3000:]
-    executed = nbformat.read(out, as_version=4)
-    assert not error_outputs(executed)
-    assert (tmp_path / "stack" / "stack.log").exists()
-    assert_no_key_leaks(log, all_text_under(tmp_path))
+    assert_clean_local_run(out, run_env, tmp_path, log)
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,6 @@ import json
 import shutil
 from pathlib import Path
 
-import nbformat
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
@@ -36,8 +35,8 @@ from safetensors.torch import load_file
 from tests.notebook_support import (
     SMALL_PARAMETERS,
     all_text_under,
+    assert_clean_local_run,
     assert_no_key_leaks,
-    error_outputs,
     finish,
     metrics_steps,
     papermill,
@@ -153,10 +152,7 @@ def test_notebook_runs_with_small_parameters(run_env: dict, tmp_path: Path) -> N
     assert_continued_from(roots, state["checkpoint"], before)
     assert metrics_steps(runs, RUN_NAME) == list(range(steps))
     assert run_state(runs)["completed_steps"] == steps
-    executed = nbformat.read(tmp_path / "second.ipynb", as_version=4)
-    assert not error_outputs(executed)
-    assert (Path(run_env["COURSE_LOCAL_STACK_DIR"]) / "stack.log").exists()
-    assert_no_key_leaks(*logs, all_text_under(tmp_path))
+    assert_clean_local_run(tmp_path / "second.ipynb", run_env, tmp_path, *logs)
 
 
 def test_04_resumes_exactly_from_each_crash_window(run_env: dict, tmp_path: Path) -> None:
