@@ -12,21 +12,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import peft
 import pytest
 import tinker
 import torch
-import transformers
 from tinker import types
 from tinker_datums import MODEL, rl_datum
 
-from local_stack.engine.model import tiny_llama_config
 from local_stack.engine.trainer import LoraTrainer, TrainingDatum, loss_config
-from local_stack.engine.vocab import CompactVocab
+from tests import trainer_support as support
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # tinker deprecates archive URLs
 
-REAL_IDS = range(1000, 1040)
 # One datum of 7 targets. Ratios learner/sampler, placed around PPO's clip [0.8, 1.2] and
 # CISPO's default [0, 4], with advantages of both signs.
 TOKENS = [1003, 1017, 1009, 1030, 1001, 1022, 1011, 1038]
@@ -35,22 +31,8 @@ ADVANTAGES = [1.0, -1.0, 2.0, -0.5, 1.0, -1.0, 1.5]
 
 
 def tiny_trainer(dtype: torch.dtype = torch.float64) -> LoraTrainer:
-    """A small random Llama with a LoRA whose B matrices are not zero, so every adapter
-    weight has a gradient; float64, so a 1e-5 comparison tests formulas, not rounding."""
-    vocab = CompactVocab(REAL_IDS, unk_real_id=5)
-    torch.manual_seed(0)
-    config = tiny_llama_config(vocab.size)
-    config.hidden_size, config.intermediate_size, config.num_attention_heads = 16, 32, 2
-    config.num_key_value_heads = 2
-    base = transformers.LlamaForCausalLM(config).to(dtype)
-    lora = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "lm_head"])
-    trainer = LoraTrainer(base, vocab, lora, seed=0)
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in trainer.model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(0.1 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
-    return trainer
+    """Float64, so a 1e-5 comparison tests formulas, not rounding."""
+    return support.tiny_trainer(["q_proj", "v_proj", "lm_head"], dtype, lora_seed=0, b_seed=1)
 
 
 def hand_datum(trainer: LoraTrainer, ratios=RATIOS, advantages=ADVANTAGES) -> TrainingDatum:

@@ -9,14 +9,11 @@ rtol 1e-5 comparison tests the formulas, alignment and batching rather than floa
 from __future__ import annotations
 
 import numpy as np
-import peft
 import pytest
 import torch
-import transformers
 from tinker.types import AdamParams
 
 from local_stack.engine import trainer as trainer_module
-from local_stack.engine.model import tiny_llama_config
 from local_stack.engine.trainer import (
     LoraTrainer,
     MalformedDatum,
@@ -25,29 +22,15 @@ from local_stack.engine.trainer import (
     adamw_step,
     check_datum,
 )
-from local_stack.engine.vocab import CompactVocab
+from tests.trainer_support import REAL_IDS, tiny_trainer
 
 RTOL = 1e-5
-REAL_IDS = range(1000, 1040)  # the compact vocabulary's real ids; 5 is the unknown token
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
 
 
 def make_trainer(lora_seed: int = 0, dtype: torch.dtype = torch.float32, **kwargs) -> LoraTrainer:
     """The same base model every time; `lora_seed` picks the adapter's starting point."""
-    vocab = CompactVocab(REAL_IDS, unk_real_id=5)
-    torch.manual_seed(0)
-    config = tiny_llama_config(vocab.size)
-    config.hidden_size, config.intermediate_size, config.num_attention_heads = 16, 32, 2
-    config.num_key_value_heads = 2
-    base = transformers.LlamaForCausalLM(config).to(dtype)
-    lora = peft.LoraConfig(r=4, lora_alpha=8, target_modules=list(TARGETS))
-    trainer = LoraTrainer(base, vocab, lora, seed=lora_seed, **kwargs)
-    generator = torch.Generator().manual_seed(lora_seed)
-    with torch.no_grad():
-        for name, p in trainer.model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(0.1 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
-    return trainer
+    return tiny_trainer(list(TARGETS), dtype, lora_seed, b_seed=lora_seed, **kwargs)
 
 
 def make_data(loss_fn: str, lengths=(5, 9, 3), seed: int = 0) -> list[TrainingDatum]:
