@@ -66,6 +66,16 @@ class Awaitable:
     result: Any
 
 
+@dataclass(frozen=True)
+class Callee:
+    """An SDK function reached as a method of an instance (`bound`: `self` is passed) or as
+    `f.aio` (`aio`: `f`'s arguments, awaited)."""
+
+    func: Any
+    bound: bool = False
+    aio: bool = False
+
+
 @dataclass
 class Finding:
     where: str
@@ -292,7 +302,7 @@ class Walker(ast.NodeVisitor):
             self.checked += 1
             if not hasattr(base, "aio"):
                 self.report(node, f"{base.__qualname__} has no .aio variant")
-            return _AioOf(base)
+            return Callee(base, aio=True)
         if base is None and name in NAME_TYPES:  # e.g. `course.service_client`, `self.renderer`
             return Instance(_sdk(NAME_TYPES[name]))
         return None
@@ -320,19 +330,18 @@ class Walker(ast.NodeVisitor):
         if not hasattr(cls, name):  # set in __init__: its type is not declared
             return Instance(_sdk(NAME_TYPES[name])) if name in NAME_TYPES else None
         value = getattr(cls, name)
-        return _Bound(value) if instance and callable(value) else value
+        return Callee(value, bound=True) if instance and callable(value) else value
 
     def call(self, node: ast.Call) -> Any:
         func = self.infer(node.func)
         for argument in [*node.args, *(k.value for k in node.keywords)]:
             self.infer(argument)
-        if isinstance(func, _AioOf):
-            self.bind(node, func.func, bound=False)
+        if isinstance(func, Callee):
+            self.bind(node, func.func, bound=func.bound)
             result = _returns(func.func)
-            return result if isinstance(result, Awaitable) else Awaitable(result)
-        if isinstance(func, _Bound):
-            self.bind(node, func.func, bound=True)
-            return _returns(func.func)
+            if func.aio and not isinstance(result, Awaitable):
+                return Awaitable(result)
+            return result
         if callable(func) and _is_sdk(func):
             self.bind(node, func, bound=False)
             return _returns(func)
@@ -360,20 +369,6 @@ class Walker(ast.NodeVisitor):
             self.report(node, f"{name}{signature} does not take this call: {error}")
         else:
             self.checked += 1
-
-
-@dataclass(frozen=True)
-class _Bound:
-    """A method looked up on an instance."""
-
-    func: Any
-
-
-@dataclass(frozen=True)
-class _AioOf:
-    """`f.aio`: `f`'s arguments, awaited."""
-
-    func: Any
 
 
 # ---------------------------------------------------------------------------------------
