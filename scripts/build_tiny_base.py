@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import random
 import re
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ from local_stack.engine.model import (
 )
 from local_stack.engine.sampler import SamplingParams, sample_batch
 from local_stack.engine.vocab import UNK_COMPACT_ID, CompactVocab
+from local_stack.engine.warm_up import Example, supervised_warm_up
 
 SEED = 0
 # One thread: with anything else running on the two cores, two threads ran 5-10x slower
@@ -66,8 +66,6 @@ SEED = 0
 TORCH_THREADS = 1
 STEPS = 600
 BATCH_SIZE = 48
-LEARNING_RATE = 3e-3
-WARMUP_FRACTION = 0.05
 DRILL_SHARE = 0.25  # of each batch
 DRILL_EQUATIONS = 8  # per drill sequence, about as long as a full example
 
@@ -216,54 +214,16 @@ def warm_up(
 ) -> torch.nn.Module:
     """Supervised next-token training: full examples teach the format, drills the arithmetic."""
     rng = random.Random(SEED)
-    model = new_model(vocab.size, seed=SEED).train()
+    model = new_model(vocab.size, seed=SEED)
     prompts = [prompt_tokens(renderer, p.question) for p in problems]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_factor(steps))
     drills = int(batch_size * DRILL_SHARE)
-    for step in range(steps):
+
+    def next_batch() -> list[Example]:
         picks = [rng.randrange(len(problems)) for _ in range(batch_size - drills)]
         batch = [warmup_example(problems[i], prompts[i], vocab, renderer, rng) for i in picks]
-        batch += [drill_example(problems, vocab, renderer, rng) for _ in range(drills)]
-        input_ids_BT, mask_BT, labels_BT = _pad_for_training(batch)
-        loss = model(input_ids=input_ids_BT, attention_mask=mask_BT, labels=labels_BT).loss
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % 100 == 0 or step == steps - 1:
-            print(f"  step {step:4d}  loss {loss.item():.3f}", flush=True)
-    return model.eval()
+        return batch + [drill_example(problems, vocab, renderer, rng) for _ in range(drills)]
 
-
-def _lr_factor(steps: int) -> Callable[[int], float]:
-    """Linear warm-up, then cosine decay to a tenth."""
-    warm = max(1, int(steps * WARMUP_FRACTION))
-
-    def factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        progress = (step - warm) / max(1, steps - warm)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(progress * math.pi))
-
-    return factor
-
-
-def _pad_for_training(
-    batch: Sequence[tuple[list[int], list[bool]]],
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded ids, attention mask and labels (-100 where not trained)."""
-    longest = max(len(ids) for ids, _ in batch)
-    input_ids_BT = torch.zeros((len(batch), longest), dtype=torch.long)
-    mask_BT = torch.zeros_like(input_ids_BT)
-    labels_BT = torch.full_like(input_ids_BT, -100)
-    for row, (ids, trained) in enumerate(batch):
-        ids_T = torch.tensor(ids)
-        input_ids_BT[row, : len(ids)] = ids_T
-        mask_BT[row, : len(ids)] = 1
-        labels_BT[row, : len(ids)] = ids_T.masked_fill(~torch.tensor(trained), -100)
-    return input_ids_BT, mask_BT, labels_BT
+    return supervised_warm_up(model, next_batch, steps)
 
 
 def evaluate(

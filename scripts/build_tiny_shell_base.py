@@ -22,10 +22,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from local_stack.engine.model import (
 )
 from local_stack.engine.sampler import SamplingParams, sample_batch
 from local_stack.engine.vocab import UNK_COMPACT_ID, CompactVocab
+from local_stack.engine.warm_up import Example, supervised_warm_up
 from shell_tasks import task_family
 from shell_tasks.shell_env import extract_bash_script, task_messages
 from shell_tasks.task_family import ShellInstance
@@ -54,8 +54,6 @@ SEED = 0
 TORCH_THREADS = 1  # also fixes the reduction order, for a bit-for-bit rebuild
 STEPS = 700
 BATCH_SIZE = 32
-LEARNING_RATE = 3e-3
-WARMUP_FRACTION = 0.05
 TRAIN_INSTANCES = 4000  # training prompts the warm-up draws from
 HELD_OUT_SAMPLES = 300
 MAX_NEW_TOKENS = 48
@@ -176,52 +174,14 @@ def warm_up(
     vocab: CompactVocab, renderer: Any, items: Sequence[ShellInstance], steps: int, batch: int
 ) -> torch.nn.Module:
     rng = random.Random(SEED)
-    model = new_model(vocab.size, seed=SEED, name=SHELL_MODEL_NAME).train()
+    model = new_model(vocab.size, seed=SEED, name=SHELL_MODEL_NAME)
     prompts = [prompt_tokens(renderer, item) for item in items]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_factor(steps))
-    for step in range(steps):
+
+    def next_batch() -> list[Example]:
         picks = [rng.randrange(len(items)) for _ in range(batch)]
-        examples = [warmup_example(items[i], prompts[i], vocab, renderer, rng) for i in picks]
-        input_ids_BT, mask_BT, labels_BT = _pad_for_training(examples)
-        loss = model(input_ids=input_ids_BT, attention_mask=mask_BT, labels=labels_BT).loss
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % 100 == 0 or step == steps - 1:
-            print(f"  step {step:4d}  loss {loss.item():.3f}", flush=True)
-    return model.eval()
+        return [warmup_example(items[i], prompts[i], vocab, renderer, rng) for i in picks]
 
-
-def _lr_factor(steps: int) -> Callable[[int], float]:
-    """Linear warm-up, then cosine decay to a tenth."""
-    warm = max(1, int(steps * WARMUP_FRACTION))
-
-    def factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        progress = (step - warm) / max(1, steps - warm)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(progress * math.pi))
-
-    return factor
-
-
-def _pad_for_training(
-    batch: Sequence[tuple[list[int], list[bool]]],
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded ids, attention mask and labels (-100 where not trained)."""
-    longest = max(len(ids) for ids, _ in batch)
-    input_ids_BT = torch.zeros((len(batch), longest), dtype=torch.long)
-    mask_BT = torch.zeros_like(input_ids_BT)
-    labels_BT = torch.full_like(input_ids_BT, -100)
-    for row, (ids, trained) in enumerate(batch):
-        ids_T = torch.tensor(ids)
-        input_ids_BT[row, : len(ids)] = ids_T
-        mask_BT[row, : len(ids)] = 1
-        labels_BT[row, : len(ids)] = ids_T.masked_fill(~torch.tensor(trained), -100)
-    return input_ids_BT, mask_BT, labels_BT
+    return supervised_warm_up(model, next_batch, steps)
 
 
 def evaluate(
