@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tinker_cookbook.rl.types import TrajectoryGroup
-
 from helpers.cost import sampled_tokens
 from helpers.params import check_backend
 from helpers.training import (
@@ -30,6 +28,7 @@ from helpers.training import (
     LoopSettings,
     delete_checkpoint,
     mean_reward,
+    metric_rate,
     rollout_groups,
     scores,
     snapshot_policy,
@@ -85,12 +84,6 @@ def group_builders(
     ]
 
 
-def rollout_rate(groups: list[TrajectoryGroup], key: str) -> float:
-    """The mean of metric `key` (e.g. "test_passed") over every rollout of `groups`."""
-    values = [t.transitions[-1].metrics.get(key, 0.0) for g in groups for t in g.trajectories_G]
-    return sum(values) / len(values) if values else 0.0
-
-
 async def run_shell_step(
     step: int,
     task_dirs: Sequence[Path],
@@ -129,8 +122,8 @@ async def run_shell_step(
     return {
         "step": step,
         "reward": mean_reward(groups),
-        "has_bash_block": rollout_rate(groups, "has_bash_block"),
-        "grading_error": rollout_rate(groups, "grading_error"),
+        "has_bash_block": metric_rate(groups, "has_bash_block"),
+        "grading_error": metric_rate(groups, "grading_error"),
         "degenerate_pct": 100.0 * len(degenerate_groups) / len(groups) if groups else 100.0,
         "skipped": not training_groups,
         "datums": len(data),
