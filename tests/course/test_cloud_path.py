@@ -11,14 +11,13 @@ standing in for yours) and a fake Hugging Face token must appear nowhere it writ
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.notebook_support import FAKE_KEYS, all_text_under
+from tests.notebook_support import FAKE_KEYS, all_text_under, kernel_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,14 +72,7 @@ CLOUD_KEYS = {
 
 
 def test_cloud_path_runs_against_the_local_stack(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "COURSE_LOCAL_STACK_DIR": str(tmp_path / "stack"),
-        "COURSE_RUNS_DIR": str(tmp_path / "runs"),
-        "IPYTHONDIR": str(tmp_path / "ipython"),
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
+    env = kernel_env(tmp_path)  # its own stack folder; the child swaps the fake keys for CLOUD_KEYS
     server_log = (tmp_path / "server.log").open("w")  # the stand-in services' own log
     server = subprocess.Popen(
         [sys.executable, "-m", "local_stack", "serve", "--port", "0"],
