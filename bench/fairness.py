@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
-import json
 import os
 import tempfile
 import threading
@@ -31,8 +30,9 @@ import tinker
 from tinker import types
 
 from local_stack.config import client_keys
-from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, VOCAB_PATH
+from local_stack.engine.model import BASE_MODEL_NAME, VOCAB_PATH
 from local_stack.engine.vocab import CompactVocab
+from local_stack.kernel.tiny_model import sail_lora_metadata
 
 FLOOD_REQUESTS = 5000
 FLOOD_CONCURRENCY = 64
@@ -41,6 +41,7 @@ BIG_BATCH_TOKENS = 128  # per datum (the context holds 256)
 SLOW_ARCHIVE_SECONDS = 25.0
 ATTACK_HEAD_START_SECONDS = 1.0  # the innocent arrives once the attack is under way
 PROMPT = [163594, 14062, 163601]  # a few real Kimi ids the tiny vocabulary knows
+RANK = 8  # of the adapter the LoRA attack trains and samples from
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Client:
 
 
 def create_body(*, background: bool, max_tokens: int = 16, lora: str | None = None) -> dict:
-    metadata = {"completion_window": "balanced"} | (lora_metadata(lora) if lora else {})
+    metadata = {"completion_window": "balanced"} | (sail_lora_metadata(lora, RANK) if lora else {})
     return {
         "model": BASE_MODEL_NAME,
         "background": background,
@@ -67,12 +68,6 @@ def create_body(*, background: bool, max_tokens: int = 16, lora: str | None = No
         "max_output_tokens": max_tokens,
         "metadata": metadata,
     }
-
-
-def lora_metadata(url: str, rank: int = 8) -> dict[str, str]:
-    """A Tinker archive URL with the adapter config it belongs to, as the SDK sends them."""
-    config = {**json.loads(ADAPTER_CONFIG_PATH.read_text()), "r": rank}
-    return {"lora": url, "tinker_adapter_config": json.dumps(config, sort_keys=True)}
 
 
 async def innocent_sample(
@@ -139,7 +134,7 @@ def datums(count: int, tokens: int = BIG_BATCH_TOKENS, seed: int = 0) -> list[ty
 
 def training_client(url: str, client: Client) -> tinker.TrainingClient:
     service = tinker.ServiceClient(base_url=url, api_key=client.tinker_key)
-    return service.create_lora_training_client(base_model=BASE_MODEL_NAME, rank=8)
+    return service.create_lora_training_client(base_model=BASE_MODEL_NAME, rank=RANK)
 
 
 @contextlib.contextmanager

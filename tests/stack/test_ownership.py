@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 from tinker import types
 
-from bench.fairness import lora_metadata
 from local_stack.engine.model import ADAPTER_CONFIG_PATH
+from local_stack.kernel.tiny_model import sail_lora_metadata
 from local_stack.sail.files import MAX_FILE_BYTES, MAX_STORED_FILES
 from local_stack.sail.loras import MAX_CLIENT_LORAS
 from tests.isolation_support import (
     assert_bystander_served,
     new_client,
     sail,
-    sail_headers,
+    sample_from_lora,
     tinker_json,
     tinker_service,
 )
@@ -135,13 +135,8 @@ def test_checkpoints_are_shared_for_reading_and_a_resumed_run_may_retire_its_sta
     assert weights_info.status == 200 and weights_info.json()["lora_rank"] == 8
     archive = _rest(url, bob, "GET", sampler_path, "/archive")
     assert archive.status == 200
-    metadata = {"completion_window": "balanced", **lora_metadata(archive.json()["url"])}
-    sampled = HTTP.request(
-        "POST",
-        f"{url}/v1/responses",
-        json=create_body(background=False, metadata=metadata),
-        headers=sail_headers(bob),
-    )
+    lora = sail_lora_metadata(archive.json()["url"], rank=8)
+    sampled = sample_from_lora(url, bob, lora, background=False)
     assert sampled.status == 200 and sampled.json()["output"], sampled.data[:300]
     assert _rest(url, bob, "DELETE", state_path).status == 404
 
