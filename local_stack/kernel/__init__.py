@@ -4,7 +4,8 @@ the server process. The course imports the stack only from here.
     supervisor      find, start and stop the server process (one per storage dir)
     watch           stop the running cell when the server dies or stops answering
     control_client  set this kernel's latencies and faults, read the stack's counters
-    tiny_model      the tiny model's shipped files, read in the kernel with no server
+    tiny_model      the tiny model's shipped files, read in the kernel with no server, and
+                    the metadata that names its adapter archive in a raw Sail request
     sandbox/        the stand-in for Sailboxes: each command under bubblewrap, in this process
 
 It shares `local_stack.config` (keys, host, storage dir) and `local_stack.registry` (who
