@@ -15,7 +15,7 @@ import contextlib
 import io
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -216,7 +216,6 @@ class Cells:
 
     namespace: dict
     printed: str
-    ran: list[str] = field(default_factory=list)  # the sources of the cells that ran
 
 
 def edited_cells(
@@ -237,29 +236,31 @@ def run_cells(
     parameters: dict | None = None,
     edits: list[tuple[str, str, str]] = (),
     until: str | None = None,
+    then: str = "",
 ) -> Cells:
     """Run the notebook's code cells in this process, top to bottom, as a kernel would
     (top-level `await` included, on one event loop), with `parameters` set after the
     parameters cell, as papermill sets them. Stops after the code cell whose source contains
-    `until`, if given. A cell that raises raises here."""
+    `until`, if given, and then runs `then` as one more cell (what a bullet says to type). A
+    cell that raises raises here."""
     namespace: dict = {"__name__": "__main__"}
     printed = io.StringIO()
-    ran: list[str] = []
     loop = asyncio.new_event_loop()
     try:
         with contextlib.redirect_stdout(printed):
-            for cell in edited_cells(notebook, edits):
-                if cell.cell_type != "code":
-                    continue
+            cells = [c for c in edited_cells(notebook, edits) if c.cell_type == "code"]
+            if until is not None:
+                [last] = [i for i, c in enumerate(cells) if until in c.source]
+                cells = cells[: last + 1]
+            if then:
+                cells.append(nbformat.v4.new_code_cell(then))
+            for cell in cells:
                 code = compile(cell.source, notebook, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
                 result = eval(code, namespace)  # noqa: S307 (the course's own cells)
                 if asyncio.iscoroutine(result):
                     loop.run_until_complete(result)
-                ran.append(cell.source)
                 if "parameters" in cell.metadata.get("tags", []):
                     namespace.update(parameters or {})
-                if until is not None and until in cell.source:
-                    break
     finally:
         loop.close()
-    return Cells(namespace, printed.getvalue(), ran)
+    return Cells(namespace, printed.getvalue())
