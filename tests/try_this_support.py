@@ -2,7 +2,9 @@
 a notebook's own cells in this process with the edit a bullet describes.
 
 `TRY_THIS` maps, per notebook, a phrase that names one bullet of its "## Try this" section to
-the tests that run that bullet (`path::function`, a parametrised id allowed).
+the tests that run that bullet at the settings it states, or check its solution in
+docs/instructor.md (`path::function`, a parametrised id allowed). A test that runs a bullet
+only together with other settings is not listed.
 tests/repo/test_try_this_registry.py fails when a bullet has no entry, an entry names no
 bullet, or a named test does not exist. Add the entry when you add or reword a bullet.
 """
@@ -37,7 +39,6 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         "Add your own row to `cases`": (
             f"{_TRY_01}::test_own_rows_score_as_the_guide_says",
             f"{_GUIDE}::test_scoring_solutions",
-            f"{_RESULTS}::test_notebook_01_exercises_change_what_they_say",
         ),
         "Add to `orca_style_answers`": (
             f"{_TRY_01}::test_the_guides_reference_fools_final_answer_in_the_table",
@@ -48,7 +49,6 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "Change the penalty from 0.1 to 0.5": (
             f"{_TRY_01}::test_a_penalty_of_half_moves_only_the_badly_formed_rows",
-            f"{_RESULTS}::test_notebook_01_exercises_change_what_they_say",
         ),
     },
     "02_snapshot_and_serve": {
@@ -64,7 +64,6 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "Delete the policy's checkpoint": (
             f"{_TRY_02}::test_other_target_modules_are_refused_and_a_deleted_checkpoint_is_404",
-            f"{_RESULTS}::test_notebook_02_exercises_change_what_they_say",
         ),
     },
     "03_one_grpo_step": {
@@ -157,16 +156,13 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "Set `keep_on_sail = True`": (
             f"{_RUNS_08}::test_keep_on_sail_lists_the_lora_and_its_files_until_deleted",
-            f"{_EXERCISES}::test_08_keep_on_sail_leaves_the_lora_and_its_files_until_deleted",
         ),
         "a config that claims rank 64": (
             f"{_RUNS_08}::test_a_rank_64_config_fails_validation_with_sails_reason",
-            f"{_EXERCISES}::test_08_a_rank_64_config_fails_validation",
             f"{_GUIDE}::test_a_rank_64_config_fails_as_the_guide_says",
         ),
         '`run_name = "longer"` and `steps = 150`': (
             f"{_RUNS_08}::test_a_150_step_run_is_shipped_and_compared",
-            f"{_EXERCISES}::test_08_ships_the_longer_runs_adapter",
         ),
     },
 }

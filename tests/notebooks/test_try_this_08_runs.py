@@ -6,9 +6,9 @@
 - notebook 04 with `run_name = "longer"` and `steps = 150`, then this notebook with
   `run_name = "longer"`.
 
-Sizes a bullet does not state are the smallest: no default `arithmetic` run exists here, so
-the notebook trains its short run of `short_run_steps = 1`; notebook 04's 150 steps use groups
-of 2, one problem a step, and skip the reward-hacking section.
+Sizes a bullet does not state are the smallest the notebooks allow: no default `arithmetic`
+run exists here, so the notebook trains its short run of `short_run_steps = 1`; notebook 04's
+150 steps keep its default sizes and skip the optional reward-hacking section.
 """
 
 from __future__ import annotations
@@ -38,15 +38,10 @@ from tests.try_this_support import NOTEBOOKS, try_this_bullets
 NOTEBOOK = "08_ship_the_adapter.ipynb"
 KEEP = "Set `keep_on_sail = True`"
 RANK_64 = "a config that claims rank 64"
-LONGER_04 = {
-    "steps": 150,  # the bullet's
-    "run_name": "longer",  # the bullet's
-    "group_size": 2,
-    "groups_per_step": 1,
-    "eval_problems": 1,
-    "eval_samples": 1,
-    "loophole_steps": 0,
-}
+# The bullet's two settings; the rest are notebook 04's defaults (at 60 steps or more it holds
+# its run to a held-out format gain, which smaller groups or evaluations need not show), but
+# for the optional reward-hacking section, skipped.
+LONGER_04 = {"steps": 150, "run_name": "longer", "loophole_steps": 0}
 
 
 def parameter_names() -> set[str]:
@@ -148,7 +143,7 @@ def test_a_rank_64_config_fails_validation_with_sails_reason(kept) -> None:
 def test_a_150_step_run_is_shipped_and_compared(folder: Path) -> None:
     """The guide's answer: the table's count can move either way (8 greedy answers are a
     glimpse), so what holds is that the longer run's adapter, after its 150 steps, is the one
-    shipped and compared, on the table's 8 rows."""
+    shipped and compared, on the table's 8 rows. Notebook 04 asserts its own claims inside."""
     env = kernel_env(folder)
     succeeded(run("04_training_loop.ipynb", folder / "04-longer.ipynb", LONGER_04, env))
     state = json.loads((folder / "runs" / "longer" / "state.json").read_text())
