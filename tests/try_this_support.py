@@ -3,8 +3,8 @@ a notebook's own cells in this process with the edit a bullet describes.
 
 `TRY_THIS` maps, per notebook, a phrase that names one bullet of its "## Try this" section to
 the tests that run that bullet at the settings it states, or check its solution in
-docs/instructor.md (`path::function`, a parametrised id allowed). A test that runs a bullet
-only together with other settings is not listed.
+docs/instructor.md (`path::function`, a parametrised id allowed). A run may also make another
+bullet's change where that touches a different cell; it may not change what the bullet states.
 tests/repo/test_try_this_registry.py fails when a bullet has no entry, an entry names no
 bullet, or a named test does not exist. Add the entry when you add or reword a bullet.
 """
