@@ -242,13 +242,15 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         ),
         "groups_per_step": Parameter(8, Whole(1, 64), "shell tasks per step, a group each"),
         "learning_rate": _with(LEARNING_RATE, local=2e-3),
-        "seed": _with(SEED, doc="picks the training tasks and the new adapter's initial weights"),
-        "run_name": _with(
-            RUN_NAME,
-            value="sandboxed-shell",
-            doc="runs/<run_name>/ holds the run's metrics and task folders; a rerun starts it "
-            "again",
+        "temperature": TEMPERATURE,
+        "max_tokens": Parameter(
+            None,
+            max_tokens,
+            "tokens a reply may have (Kimi K2.6 thinks before it writes its script)",
+            local=40,
+            cloud=1024,
         ),
+        "seed": _with(SEED, doc="picks the training tasks and the new adapter's initial weights"),
         "eval_tasks": Parameter(
             None,
             Whole(1, 256, none_ok=True),
@@ -259,16 +261,14 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "eval_samples": Parameter(
             None, Whole(1, 16, none_ok=True), "samples per held-out task", local=4, cloud=2
         ),
+        "run_name": _with(
+            RUN_NAME,
+            value="sandboxed-shell",
+            doc="runs/<run_name>/ holds the run's metrics and task folders; a rerun starts it "
+            "again",
+        ),
         "simulated_boot_seconds": Parameter(
             0.5, SIMULATED_SECONDS, "local only: stands in for a Sailbox's start-up time"
-        ),
-        "temperature": TEMPERATURE,
-        "max_tokens": Parameter(
-            None,
-            max_tokens,
-            "tokens a reply may have (Kimi K2.6 thinks before it writes its script)",
-            local=40,
-            cloud=1024,
         ),
         "budget_sampled_tokens": BUDGET,
     },

@@ -24,7 +24,7 @@ import pytest
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_sandboxed_rollouts.ipynb"
-CONTAINMENT_CELL, CHECK_CELL = "cell-16", "cell-17"
+CONTAINMENT_CELL, CHECK_CELL = "cell-16", "containment-checked"
 
 
 def cell_source(cell_id: str) -> str:

@@ -351,7 +351,7 @@ def test_07_a_correct_but_slow_script_is_killed_at_command_timeout_and_earns_0(e
     rollouts = edited_07[1]["rollouts"]
     assert len(rollouts) == 8
     slow = [r for r in rollouts if (r[0] or "").startswith("sleep 30")]
-    assert slow, "the policy's seed drew the slow reply in none of the 8 rollouts"
+    assert len(slow) == 1, "the bullet says seed 0 draws the slow reply once in 8 rollouts"
     for _, exit_code, verifier, reward in slow:
         assert exit_code == 124 and reward == 0.0  # killed at its timeout, before writing
         assert "FAIL: /app/sum.txt does not exist" in verifier

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 GUIDE = (ROOT / "docs" / "instructor.md").read_text()
 MINE = ["01_scoring", "02_snapshot_and_serve", "03_one_grpo_step", "05_compare_runs",
-        "08_ship_the_adapter"]  # fmt: skip
+        "06_faster_loops", "07_sandboxed_rollouts", "08_ship_the_adapter"]  # fmt: skip
 CORE_WORD_LIMIT = 1300
 
 
@@ -210,7 +210,7 @@ def test_05_uses_t_quantiles_not_1_96() -> None:
 # constant of the course or its sources (notebook numbers, rewards, parameter values an
 # exercise sets, documented limits, exponents, years of papers), never one run's outcome.
 # A run's numbers belong in a rendered cell (`Markdown(f"...")`) or an assert instead.
-NOTEBOOK_NUMBERS = {"01", "02", "03", "04", "05", "08"}
+NOTEBOOK_NUMBERS = {"01", "02", "03", "04", "05", "06", "07", "08"}
 REVIEWED_NUMBERS = {
     "01_scoring": {"0", "1", "−0.1", "0.1", "0.5", "2", "7", "12", "84"},  # rewards, examples
     "02_snapshot_and_serve": {"0", "-0.1", "0.3", "1.5", "8", "10", "12", "32", "404"},
@@ -231,6 +231,20 @@ REVIEWED_NUMBERS = {
         "2025",
     },  # fmt: skip
     "05_compare_runs": {"1", "2", "1.96", "4.30", "80%", "95%"},  # t and z quantiles, power
+    # Staleness levels, the default k = 3, the interval's 1.96 and the 80%-power 2.8, the
+    # check's 4 steps per level, the SDK's 20 s poll and a 2 s batch, notebook 02's rollout
+    # timeouts (12 hours, 10 minutes), the cookbook's version.
+    "06_faster_loops": set("0 1 2 3 4 5 10 12 20 1.96 2.8 95% 0.5.8".split()),
+    # Rewards, exit code 124, `kill -9 1`, `chmod 444`, the exercise's 30 s sleep and 5 s
+    # timeout, the containment rows' sizes (8 x 200 MiB = 1.6 GiB, 8 x 100 MiB = 800 MiB, the
+    # 1,000 bytes asked for, `sleep 300`, PID 3) and the local sandbox's ResourceLimits
+    # (1 GiB, 256 MiB, 16,384 files, 128 processes, 60 s, 64 MiB; held by
+    # tests/repo/test_notebook_07_limits.py), a Sailbox size "s" (1 vCPU, 16 GiB, 32 GiB),
+    # four scripted replies (log(1/4)), the cookbook's version.
+    "07_sandboxed_rollouts": set(
+        "0 1 -9 2 3 4 5 8 16 30 32 60 64 100 124 128 200 256 300 444 800 1.6 1,000 16,384 "
+        "0.5.8".split()
+    ),
     "08_ship_the_adapter": {"0", "1", "1e-4", "64", "409"},  # asserted tolerance, rank, HTTP
 }
 
