@@ -138,7 +138,7 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         "plants a reward": (
             f"{_EXERCISES}::test_07_a_planted_reward_fools_harbor_reward_and_not_run_verifier",
         ),
-        "Raise `simulated_boot_seconds` to 2": (
+        "Set `simulated_boot_seconds = 2`": (
             f"{_EXERCISES}::test_07_two_second_boots_cost_8_boots_one_after_another",
         ),
         "`cat /etc/shadow`": (
