@@ -165,6 +165,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
     "04_training_loop": {
         "backend": BACKEND,
+        "run_name": RUN_NAME,  # every exercise sets a new one
         "steps": Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),
         "group_size": GROUP_SIZE,
         "groups_per_step": GROUPS_PER_STEP,
@@ -172,7 +173,6 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "temperature": TEMPERATURE,
         "max_tokens": MAX_TOKENS,
         "seed": _with(SEED, doc="picks each step's problems and the held-out ones"),
-        "run_name": RUN_NAME,
         "eval_problems": EVAL_PROBLEMS,
         "eval_samples": EVAL_SAMPLES,
         "loophole_steps": Parameter(
