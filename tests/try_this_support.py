@@ -144,7 +144,7 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         "`cat /etc/shadow`": (
             f"{_EXERCISES}::test_07_reading_etc_shadow_fails_and_kill_9_1_does_nothing",
         ),
-        "plot `has_bash_block`": (
+        "Plot `has_bash_block`": (
             f"{_EXERCISES}::test_07_metrics_jsonl_has_a_line_per_step_with_reward_and_bash_block_rates",
         ),
     },
