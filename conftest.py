@@ -36,14 +36,26 @@ NOTEBOOK_FOLDERS = (ROOT / "tests" / "notebooks", ROOT / "notebooks")
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every item collected under a notebook folder `notebooks`, so `-m` can split too."""
+    """Mark every item collected under a notebook folder `notebooks`, so `-m` can split too;
+    and give pytest-xdist's workers (`make test` and `make test-notebooks` run `-n 2 --dist
+    loadgroup`) what must stay together: `xdist_group`, see `_worker_group`."""
     for item in items:
         if any(folder in item.path.parents for folder in NOTEBOOK_FOLDERS):
             item.add_marker(pytest.mark.notebooks)
+        group = _worker_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop the stack the session's kernels and tests shared: stacks outlive their kernels."""
-    from local_stack.kernel.supervisor import stop_local_stack
-
-    stop_local_stack()
+def _worker_group(item: pytest.Item) -> str | None:
+    """The items that one worker must run: a notebook's nbval cells (one kernel runs them in
+    order), and a module's tests that use any of its module-scoped fixtures (each worker that
+    ran one of them would set the fixture up again; some run a whole notebook, and fixtures
+    are often built from one another, e.g. on one shared folder)."""
+    if item.path.suffix == ".ipynb":
+        return item.path.name
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    if any(each[-1].scope == "module" for each in definitions):
+        return item.nodeid.split("::")[0]
+    return None
