@@ -32,13 +32,24 @@ def pytest_configure(config: pytest.Config) -> None:
 # kernel) and nbval's runs of notebooks/ with their defaults are `make test-notebooks`;
 # tests/stack/, tests/course/ and tests/repo/ are `make test`.
 NOTEBOOK_FOLDERS = (ROOT / "tests" / "notebooks", ROOT / "notebooks")
+# A notebook whose run with every default is a test's, which reads what that run shows and
+# stores: when that test is collected, nbval does not run the notebook a second time.
+DEFAULTS_RUN_BY_TEST = {
+    ROOT / "notebooks" / "04_training_loop.ipynb": ROOT / "tests/notebooks/test_loophole.py",
+}
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every item collected under a notebook folder `notebooks`, so `-m` can split too;
-    and give pytest-xdist's workers (`make test` and `make test-notebooks` run `-n 2 --dist
-    loadgroup`) what must stay together: `xdist_group`, see `_worker_group`."""
+    """Leave out nbval's run of a notebook that a collected test runs with its defaults (see
+    DEFAULTS_RUN_BY_TEST); mark every item collected under a notebook folder `notebooks`, so
+    `-m` can split too; and tell pytest-xdist's workers (`make test` and `make test-notebooks`
+    run `-n 2 --dist loadgroup`) what must stay together: `xdist_group`, see `_worker_group`."""
+    collected = {item.path for item in items}
+    run_by_test = [i for i in items if DEFAULTS_RUN_BY_TEST.get(i.path) in collected]
+    if run_by_test:
+        config.hook.pytest_deselected(items=run_by_test)
+        items[:] = [item for item in items if item not in run_by_test]
     for item in items:
         if any(folder in item.path.parents for folder in NOTEBOOK_FOLDERS):
             item.add_marker(pytest.mark.notebooks)
