@@ -16,9 +16,10 @@ PYTHON_VERSION  ?=
 INSTALL := $(PYTHON) scripts/install.py --cpu-index $(TORCH_CPU_INDEX)
 # `make test` and `make test-notebooks` run on this many pytest-xdist workers, each with its own
 # session stack; the stack trains and samples on one thread, so two workers use two cores.
-# TEST_WORKERS=0 runs in one process. --dist loadgroup keeps a notebook's nbval cells together.
+# TEST_WORKERS=0 runs in one process. --dist loadfile: one worker runs a whole file, so a
+# module's fixtures are set up once and a notebook's nbval cells run in order in one kernel.
 TEST_WORKERS    ?= 2
-PYTEST  := $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+PYTEST  := $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile
 export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost

@@ -1,10 +1,6 @@
 """Notebook 04 at its defaults: the pass@k figure and the reward-hacking section render, and
 the section's prose is the counts it stored in runs/<run_name>/state.json.
 
-This is `make test-notebooks`' one run of 04 with its defaults (conftest.py leaves nbval's out
-when this module is collected), started in notebooks/ as nbval would: it fails on any cell's
-error, as nbval does.
-
 The section trains two more runs from the base model, one graded by the guide's step and
 one by the fixed one, and counts per step the rollouts that skip `</think>`, those of them
 its grader paid as correct, and the well-formed ones. Run again unchanged, the finished
