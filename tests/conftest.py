@@ -1,5 +1,6 @@
-"""The suite's shared fixtures: one local stack per test session, in the session's temporary
-storage dir (see the root conftest.py), which the notebooks' kernels under nbval share; and
+"""The suite's shared fixtures: one local stack per test session (per pytest-xdist worker), in
+the session's temporary storage dir (see the root conftest.py), which the notebooks' kernels
+under nbval share; and
 a notebook run's own environment. Shared code that is not a fixture is in tests/*_support.py."""
 
 from __future__ import annotations
