@@ -42,8 +42,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.notebooks)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop the stack the session's kernels and tests shared: stacks outlive their kernels."""
-    from local_stack.kernel.supervisor import stop_local_stack
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, absent under `-p no:xdist`
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile` (the Makefile's) with nbval's runs of notebooks/ as one unit: one
+    worker runs them in order with one runs/ folder, as a learner would (05 at its defaults
+    compares the run 04 made before it, and 08 ships that run)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
 
-    stop_local_stack()
+    class NotebooksInOrder(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "notebooks/" if scope.startswith("notebooks/") else scope
+
+    return NotebooksInOrder(config, log)

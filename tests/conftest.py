@@ -1,5 +1,6 @@
-"""The suite's shared fixtures: one local stack per test session, in the session's temporary
-storage dir (see the root conftest.py), which the notebooks' kernels under nbval share; and
+"""The suite's shared fixtures: one local stack per test session (per pytest-xdist worker), in
+the session's temporary storage dir (see the root conftest.py), which the notebooks' kernels
+under nbval share; and
 a notebook run's own environment. Shared code that is not a fixture is in tests/*_support.py."""
 
 from __future__ import annotations
@@ -60,16 +61,28 @@ def fixture_runs(tmp_path: Path) -> Path:
     return write_fixture_runs(tmp_path / "runs")
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    os.environ[SESSION_MARKER] = str(os.getpid())
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark everything this run starts with the pid of the process that runs the session: under
+    pytest-xdist the controller, whose workers inherit the mark (each worker has its own
+    storage dir, so its own session stack: see the root conftest.py)."""
+    if not _is_xdist_worker(config):
+        os.environ[SESSION_MARKER] = str(os.getpid())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop the session's stack, then fail the run if any other local stack started during
-    it (by a test, or by a kernel a test ran) is still alive, and stop those too. Stacks
-    outlive the processes that start them, so tests must stop what they start."""
+    """Stop this process's session stack. Then, in the process that runs the session (the
+    xdist controller, which finishes after every worker has stopped its own), fail the run if
+    any other local stack started during it (by a test, or by a kernel a test ran) is still
+    alive, and stop those too. Stacks outlive the processes that start them, so tests must
+    stop what they start."""
     stop_local_stack()
-    leftovers = server_processes(**{SESSION_MARKER: str(os.getpid())})
+    if _is_xdist_worker(session.config):
+        return
+    leftovers = server_processes(**{SESSION_MARKER: os.environ[SESSION_MARKER]})
     for process in leftovers:
         process.kill()
     if leftovers:

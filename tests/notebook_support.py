@@ -80,14 +80,18 @@ def kernel_env(folder: Path, *, cloud: bool = False, **extra: str) -> dict[str, 
 
 
 def papermill(notebook: str, out: Path, parameters: dict, env: dict, **kwargs) -> subprocess.Popen:
-    """Start papermill on `notebook` (a name in notebooks/ or a path), run in notebooks/."""
+    """Start papermill on `notebook` (a name in notebooks/ or a path) from the repository root,
+    where the README's papermill example starts it: the kernel starts there too. nbval (and
+    tests/notebooks/test_loophole.py's run of 04) start kernels in notebooks/, as JupyterLab
+    does; so every notebook runs from both, and a path spelled relative to one of them fails."""
     args = [sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook), str(out)]
-    args += ["--cwd", str(NOTEBOOKS), "--kernel", "python3", "--no-progress-bar"]
+    args += ["--kernel", "python3", "--no-progress-bar"]
     for name, value in parameters.items():
         args += ["-p", name, str(value)]
     return subprocess.Popen(
-        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs
-    )
+        args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        **kwargs,
+    )  # fmt: skip
 
 
 def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
