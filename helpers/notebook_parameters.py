@@ -179,7 +179,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             60,
             Whole(0, 10_000),
             "the optional reward-hacking section's two runs, in steps each: local only, and "
-            "only when at most `steps` (0 skips it; 60 take three to four minutes on a two-core "
+            "only when at most `steps` (0 skips it; 60 take two to four minutes on a two-core "
             "laptop)",
         ),
         "completion_window": COMPLETION_WINDOW,
