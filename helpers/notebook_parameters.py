@@ -179,7 +179,8 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             60,
             Whole(0, 10_000),
             "the optional reward-hacking section's two runs, in steps each: local only, and "
-            "only when at most `steps` (0 skips it; 60 takes about two minutes)",
+            "only when at most `steps` (0 skips it; 60 take two to four minutes on a two-core "
+            "laptop)",
         ),
         "completion_window": COMPLETION_WINDOW,
         "budget_sampled_tokens": _with(BUDGET, doc=BUDGET.doc + ", and mid-run once it has"),

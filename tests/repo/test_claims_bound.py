@@ -233,7 +233,7 @@ REVIEWED_NUMBERS = {
     },  # fmt: skip
     # 04: the five moves' numbering, an example sum, timeouts (10 minutes, 12 hours), the 10-step
     # smoothing, pass@k's 16 answers to 50 problems, the format penalty and the guide's credit
-    # for a cut-off answer, bootstrap resamples, the papers' years.
+    # for a cut-off answer, bootstrap resamples, the papers' years and GRPO's section (4.1.2).
     "04_training_loop": {
         "0",
         "1",
@@ -251,7 +251,9 @@ REVIEWED_NUMBERS = {
         "2,000",
         "95%",
         "2021",
+        "2024",
         "2025",
+        "4.1.2",
     },  # fmt: skip
     "05_compare_runs": {"1", "2", "1.96", "4.30", "80%", "95%"},  # t and z quantiles, power
     # Staleness levels, the default k = 3, the interval's 1.96 and the 80%-power 2.8, the
