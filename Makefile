@@ -14,12 +14,16 @@ WHEELHOUSE      ?= wheelhouse
 PLATFORM        ?=
 PYTHON_VERSION  ?=
 INSTALL := $(PYTHON) scripts/install.py --cpu-index $(TORCH_CPU_INDEX)
-# `make test` and `make test-notebooks` run on this many pytest-xdist workers, each with its own
-# session stack; the stack trains and samples on one thread, so two workers use two cores.
-# TEST_WORKERS=0 runs in one process. --dist loadfile: one worker runs a whole file, so a
-# module's fixtures are set up once and a notebook's nbval cells run in order in one kernel.
-TEST_WORKERS    ?= 2
-PYTEST  := $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile
+# Workers (pytest-xdist) per test target, each with its own session stack; 0 runs in one
+# process. `make test-notebooks` takes two: the stack trains and samples on one thread, so
+# two workers use both cores. `make test` keeps one process: its interrupt tests signal the
+# process they run in, and once on two workers that crashed a worker's traceback rendering
+# (CPython 3.11 "AST constructor recursion depth mismatch", an INTERNALERROR). --dist loadfile:
+# one worker runs a whole file, so a module's fixtures are set up once and a notebook's nbval
+# cells run in order in one kernel.
+TEST_WORKERS          ?= 0
+NOTEBOOK_TEST_WORKERS ?= 2
+PYTEST = $(PYTHON) -m pytest -n $(1) --dist loadfile
 export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
@@ -63,12 +67,12 @@ sweep: $(STAMP)
 ## make test: the tests that run no notebook: tests/stack, tests/course and tests/repo (the
 ## `notebooks` marker is set by folder, in conftest.py)
 test: $(STAMP)
-	$(PYTEST) tests -m "not notebooks" --durations=15
+	$(call PYTEST,$(TEST_WORKERS)) tests -m "not notebooks" --durations=15
 
 ## make test-notebooks: tests/notebooks (each notebook run small, and its scenarios) and every
 ## notebook with its defaults under nbval
 test-notebooks: $(STAMP)
-	$(PYTEST) tests --nbval-lax notebooks -m notebooks --durations=15
+	$(call PYTEST,$(NOTEBOOK_TEST_WORKERS)) tests --nbval-lax notebooks -m notebooks --durations=15
 
 ## make rehearse-cloud: every notebook with backend="cloud" and small parameters, the far end
 ## answered by the local stack (see scripts/rehearse_cloud.py), into runs/rehearse-cloud-<timestamp>/
