@@ -33,6 +33,7 @@ _TRY_01 = "tests/course/test_try_this_01.py"
 _TRY_02 = "tests/course/test_try_this_02.py"
 _TRY_08 = "tests/course/test_try_this_08.py"
 _TRY_05 = "tests/notebooks/test_try_this_05.py"
+_CLOUD_04 = "tests/notebooks/test_try_this_04_cloud.py"
 _RUNS_08 = "tests/notebooks/test_try_this_08_runs.py"
 
 TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -89,6 +90,8 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "04_training_loop": {
         "Interrupt the kernel": (
+            "tests/notebooks/test_try_this_04_interrupt.py::test_an_interrupted_loop_resumes_where_it_stopped_and_logs_each_step_once",
+            # "(or restart it)": a kernel killed mid-step, rerun
             "tests/notebooks/test_resume.py::test_04_resumes_exactly_from_each_crash_window",
         ),
         "once more, unchanged": (
@@ -99,6 +102,8 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "Multiply the learning rate by 10": (
             f"{_RESULTS}::test_try_learning_rate_x10_trains_with_ten_times_the_step",
+            f"{_CLOUD_04}::test_the_bullets_rates_are_ten_times_each_backends_default",
+            f"{_CLOUD_04}::test_cloud_learning_rate_x10_trains_with_that_rate",
         ),
         "Set `temperature = 0.5`": (f"{_RESULTS}::test_try_temperature_half_samples_surer_tokens",),
     },
