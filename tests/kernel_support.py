@@ -10,9 +10,11 @@ from jupyter_client.manager import start_new_kernel
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def started_kernel() -> Iterator:
-    """Yield (manager, client) of a kernel that has imported helpers, as notebooks do."""
-    manager, client = start_new_kernel(kernel_name="python3", cwd=str(ROOT))
+def started_kernel(cwd: Path = ROOT, env: dict[str, str] | None = None) -> Iterator:
+    """Yield (manager, client) of a kernel started in `cwd` (with `env`, if given) that has
+    imported helpers, as notebooks do."""
+    extra = {} if env is None else {"env": env}
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(cwd), **extra)
     run(client, "import helpers")  # installs the one-line errors
     yield manager, client
     client.stop_channels()

@@ -17,6 +17,7 @@ import nbformat
 import psutil
 
 from scripts.cloud_stand_ins import write_kernel_startup
+from tests.try_this_support import edited_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -182,3 +183,29 @@ def kill_everything_started_with(env: dict) -> None:
     for process in victims:
         process.kill()
     psutil.wait_procs(victims, timeout=10)
+
+
+def with_probe(
+    notebook: str,
+    folder: Path,
+    probe_code: str,
+    edits: list[tuple[str, str, str]] = (),
+    after: str | None = None,
+    steps: str = "",
+) -> Path:
+    """A copy of `notebook` with each (cell needle, old, new) replacement made, as the
+    bullet tells a learner to, and a cell that runs `steps` (what a bullet says to type)
+    and prints `PROBE <json>`: after the code cell whose source contains `after`, or last."""
+    nb = nbformat.read(NOTEBOOKS / notebook, as_version=4)
+    nb.cells = edited_cells(notebook, edits)
+    code = f"import json\n\n{steps}\nprint({PROBE!r} + json.dumps({probe_code}))"
+    probe_cell = nbformat.v4.new_code_cell(code)
+    if after is None:
+        nb.cells.append(probe_cell)
+    else:
+        [index] = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and after in c.source]
+        nb.cells.insert(index + 1, probe_cell)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"edited-{notebook}"
+    nbformat.write(nb, path)
+    return path

@@ -32,6 +32,8 @@ _PIPELINING = "tests/notebooks/test_pipelining.py"
 _TRY_01 = "tests/course/test_try_this_01.py"
 _TRY_02 = "tests/course/test_try_this_02.py"
 _TRY_08 = "tests/course/test_try_this_08.py"
+_TRY_05 = "tests/notebooks/test_try_this_05.py"
+_CLOUD_04 = "tests/notebooks/test_try_this_04_cloud.py"
 _RUNS_08 = "tests/notebooks/test_try_this_08_runs.py"
 
 TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -71,10 +73,10 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
             f"{_EXERCISES}::test_03_temperature_07_moves_the_weights_off_1_and_the_kl_jumps",
         ),
         "Set `learning_rate = 3e-4`": (
-            f"{_EXERCISES}::test_03_learning_rate_3e4_moves_both_sides_further_and_min_shows_a_negative_advantage",
+            f"{_EXERCISES}::test_03_learning_rate_3e4_moves_both_sides_further_and_the_kl_grows",
         ),
         "change `max` to `min`": (
-            f"{_EXERCISES}::test_03_learning_rate_3e4_moves_both_sides_further_and_min_shows_a_negative_advantage",
+            f"{_EXERCISES}::test_03_min_instead_of_max_shows_a_negative_advantage",
         ),
         "Set `seed = 1`": (
             f"{_EXERCISES}::test_03_seed_1_draws_other_problems_and_every_check_holds",
@@ -88,6 +90,8 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "04_training_loop": {
         "Interrupt the kernel": (
+            "tests/notebooks/test_try_this_04_interrupt.py::test_an_interrupted_loop_resumes_where_it_stopped_and_logs_each_step_once",
+            # "(or restart it)": a kernel killed mid-step, rerun
             "tests/notebooks/test_resume.py::test_04_resumes_exactly_from_each_crash_window",
         ),
         "once more, unchanged": (
@@ -98,23 +102,24 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "Multiply the learning rate by 10": (
             f"{_RESULTS}::test_try_learning_rate_x10_trains_with_ten_times_the_step",
+            f"{_CLOUD_04}::test_the_bullets_rates_are_ten_times_each_backends_default",
+            f"{_CLOUD_04}::test_cloud_learning_rate_x10_trains_with_that_rate",
         ),
         "Set `temperature = 0.5`": (f"{_RESULTS}::test_try_temperature_half_samples_surer_tokens",),
     },
     "05_compare_runs": {
         '`runs = "seeds3-*"`': (
-            f"{_EXERCISES}::test_05_three_seeds_and_the_smoothing_window[1]",
-            f"{_EXERCISES}::test_05_three_seeds_and_the_smoothing_window[20]",
+            f"{_TRY_05}::test_three_seeds_measure_the_spread_with_more_freedom",
         ),
         '`metric = "correct_given_format"`': (
-            f"{_EXERCISES}::test_05_metric_correct_given_format_ranks_by_that_metric",
+            f"{_TRY_05}::test_metric_correct_given_format_ranks_the_learning_rates_by_it",
         ),
         "Interrupt `make sweep`": (
             f"{_EXERCISES}::test_05_ctrl_c_then_again_runs_only_the_unfinished_runs",
         ),
         "Set `smoothing = 1`": (
-            f"{_EXERCISES}::test_05_three_seeds_and_the_smoothing_window[1]",
-            f"{_EXERCISES}::test_05_three_seeds_and_the_smoothing_window[20]",
+            f"{_TRY_05}::test_smoothing_sets_the_window_of_each_runs_bold_curve[1]",
+            f"{_TRY_05}::test_smoothing_sets_the_window_of_each_runs_bold_curve[20]",
         ),
     },
     "06_faster_loops": {

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import nbformat
-import pandas as pd
 import pytest
 
 from local_stack.kernel.sandbox.isolation import ResourceLimits
+from tests.containment_support import containment_table
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_sandboxed_rollouts.ipynb"
 CHECK_CELL = "containment-checked"
@@ -46,24 +46,12 @@ PER_PROCESS_ROWS = {
     "read your secrets": {"stdout (head)": "canary: 0, key names: 0"},
     "fake the grade": {"stdout (head)": "planted", "afterwards": "graded reward 0.0"},
 }
-COLUMNS = {
-    "exit code": 0,
-    "timed out": False,
-    "returned after (s)": 0.5,
-    "stdout bytes": 0,
-    "stdout (head)": "",
-    "stderr (telling line)": "",
-    "afterwards": "",
-}
 
 
 def run_check_cell(totals_enforced: bool) -> dict[str, Any]:
     [cell] = [c for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.get("id") == CHECK_CELL]
-    table = pd.DataFrame(
-        [{"attempt": name, **COLUMNS, **row} for name, row in PER_PROCESS_ROWS.items()]
-    ).set_index("attempt")
     namespace = {
-        "containment": table,
+        "containment": containment_table(PER_PROCESS_ROWS),
         "course": SimpleNamespace(backend="local"),
         "left": [],
         "limits": ResourceLimits(),

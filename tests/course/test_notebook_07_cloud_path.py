@@ -23,6 +23,8 @@ import psutil
 import pytest
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult
 
+from tests.containment_support import containment_table
+
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_sandboxed_rollouts.ipynb"
 CONTAINMENT_CELL, CHECK_CELL = "cell-16", "containment-checked"
 
@@ -160,21 +162,6 @@ SAILBOX_ROWS = {
     "read your secrets": {"stdout (head)": "canary: 0, key names: 0"},
     "fake the grade": {"stdout (head)": "planted", "afterwards": "graded reward 0.0"},
 }
-COLUMNS = {
-    "exit code": 0,
-    "timed out": False,
-    "returned after (s)": 0.5,
-    "stdout bytes": 0,
-    "stdout (head)": "",
-    "stderr (telling line)": "",
-    "afterwards": "",
-}
-
-
-def containment_table(rows: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [{"attempt": name, **COLUMNS, **row} for name, row in rows.items()]
-    ).set_index("attempt")
 
 
 def check(rows: dict[str, dict[str, Any]]) -> None:

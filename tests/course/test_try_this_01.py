@@ -69,6 +69,9 @@ def test_another_example_index_changes_the_question_not_the_template(default) ->
         texts.append(text.replace(question, "QUESTION"))
         template_tokens.add(len(cells.namespace["prompt_tokens"]) - len(tokenizer.encode(question)))
     assert default.namespace["row"]["question"] != other.namespace["row"]["question"]
+    rows = default.namespace["course"].train_rows
+    assert rows[5]["question"] in other.namespace["prompt_text"]
+    assert rows[0]["question"] not in other.namespace["prompt_text"]
     assert texts[0] == texts[1]  # everything around the question is the same
     assert len(template_tokens) == 1  # and so is its token count
     counts = [len(cells.namespace["prompt_tokens"]) for cells in (default, other)]
@@ -89,6 +92,7 @@ def test_a_penalty_of_half_moves_only_the_badly_formed_rows(default) -> None:
     moved = {case for case in before if before[case] != after[case]}
     assert moved == set(BADLY_FORMED)
     assert {before[case] for case in moved} == {-0.1} and {after[case] for case in moved} == {-0.5}
+    assert (after["correct"], after["wrong"]) == (1.0, 0.0)  # well formed: no penalty
 
     def advantages(run) -> list[float]:
         group = run.namespace["rewards"]

@@ -1,10 +1,10 @@
 """Honest results: numbers that repeat, settings a run keeps, exercises that do what they
 say, and storage that cleans itself.
 
-Every "Try this" of notebooks 01, 02 and 04 is executed here, literally, with small parameters,
-and checked for the change it announces. (Notebook 04's first one, interrupting the kernel
-mid-loop and running again, is test_resume.py's
-`test_04_resumes_exactly_from_each_crash_window`, beside this file.) The notebook 04 runs
+Notebook 04's "Try this" bullets are executed here, literally, with small parameters, and
+checked for the change each announces; but for the first, interrupting the kernel mid-loop
+(test_try_this_04_interrupt.py, beside this file). Those of notebooks 01 and 02 run in
+tests/course/test_try_this_01.py and test_try_this_02.py. The notebook 04 runs
 share one runs folder and one local-stack storage folder, as a learner's would, so the last
 test can check what that storage holds after them.
 """
@@ -12,16 +12,14 @@ test can check what that storage holds after them.
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from helpers.dataset import arithmetic_dataset
 from local_stack.kernel.supervisor import stop_local_stack
-from tests.notebook_support import PROBE, ROOT, kernel_env, printed, probe, run, succeeded
+from tests.notebook_support import kernel_env, printed, run, succeeded
 
 NOTEBOOK_03 = "04_training_loop.ipynb"
 # group_size 8 so that the group_size 2 exercise has a baseline with few degenerate groups.
@@ -34,20 +32,6 @@ SMALL_03 = {
     "run_name": "base",
 }
 RUN_NAMES = ("base", "groups-of-2", "lr-x10", "temperature-0.5")  # sorted
-
-
-def edited(notebook: str, folder: Path, edits: list[tuple[str, str, str]], probe_code: str) -> Path:
-    """A copy of `notebook` with each (cell needle, old, new) replacement made, as the
-    exercise tells a learner to, and a last cell that prints what the test checks."""
-    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
-    for needle, old, new in edits:
-        [cell] = [c for c in nb.cells if c.cell_type == "code" and needle in c.source]
-        assert old in cell.source, (needle, old)
-        cell.source = cell.source.replace(old, new, 1)
-    nb.cells.append(nbformat.v4.new_code_cell("import json\n\n" + probe_code))
-    path = folder / f"edited-{notebook}"
-    nbformat.write(nb, path)
-    return path
 
 
 def records(folder: Path, run_name: str) -> list[dict]:
@@ -238,103 +222,3 @@ def test_storage_holds_only_what_the_runs_need(
     assert len(run_infos) == 4  # one training client per run; the unchanged re-run made none
     assert sum(p.stat().st_size for p in files) < 4 * 2_000_000
     assert len(files) == 4 * 5 + len(run_infos)  # five files per training state
-
-
-# -- notebooks 01 and 02 -------------------------------------------------------------
-
-
-def test_notebook_01_exercises_change_what_they_say(tmp_path: Path) -> None:
-    negative_row = (
-        '("negative", {"question": "What is 3 minus 5?", "answer": "3 - 5 = -2."}, '
-        'f"</think>\\\\boxed{{-2}}{END}")'
-    )
-    fooling = '("Ann has 12 stickers, which is 4 more than Ben\'s 8.", "12")'
-    notebook = edited(
-        "01_scoring.ipynb",
-        tmp_path,
-        [
-            ('END = "<|im_end|>"', "\n]\n", f"\n    {negative_row},\n]\n"),
-            ("orca_style_answers = [", "\n]\n", f"\n    {fooling},\n]\n"),
-            (
-                "class MathEnv(Env):",
-                "- 0.1 * (1.0 - correct_format)",
-                "- 0.5 * (1.0 - correct_format)",
-            ),
-        ],
-        f'print("{PROBE}" + json.dumps({{"table": table, '
-        '"heuristic": json.loads(heuristic.to_json(orient="records")), '
-        '"prompt": course.tokenizer.decode(prompt_tokens), "group_rewards": rewards}))',
-    )
-    executed = succeeded(
-        run(notebook, tmp_path / "out.ipynb", {"example_index": 7}, kernel_env(tmp_path))
-    )
-    seen = probe(executed)
-    rewards = {row["case"]: row["reward"] for row in seen["table"]}
-    assert rewards["negative"] == 1.0
-    # The penalty moved from 0.1 to 0.5 for every badly formed case, and only for those.
-    assert rewards["unboxed"] == -0.5 and rewards["box left open"] == -0.5
-    assert rewards["truncated, no stop token"] == -0.5
-    assert rewards["1,000 vs 1000, no stop"] == -0.5
-    assert rewards["correct"] == 1.0 and rewards["wrong"] == 0.0
-    # The group (correct, wrong, unboxed, truncated): its mean falls to 0, so the wrong but
-    # well-formed answer's advantage is 0, as the instructor guide says.
-    group = seen["group_rewards"]
-    assert [round(r - sum(group) / len(group), 3) for r in group] == [1.0, 0.0, -0.5, -0.5]
-    last = seen["heuristic"][-1]
-    assert last["final_answer"] == "8" and last["right?"] is False
-    train = arithmetic_dataset()["train"]
-    assert train[7]["question"] in seen["prompt"] and train[0]["question"] not in seen["prompt"]
-
-
-def test_notebook_02_exercises_change_what_they_say(tmp_path: Path) -> None:
-    window_cell = next(
-        c.source
-        for c in nbformat.read(
-            ROOT / "notebooks" / "02_snapshot_and_serve.ipynb", as_version=4
-        ).cells
-        if 'for window in ("balanced", "flex"):' in c.source
-    )
-    probe_code = "\n".join(
-        [
-            # The fourth exercise, as written: delete, then run the window cell again.
-            "await course.service_client.create_rest_client()"
-            ".delete_checkpoint_from_tinker_path_async(policy.checkpoint_path)",
-            "deleted_error = None",
-            "try:",
-            textwrap.indent(window_cell, "    "),
-            "except Exception as error:",
-            "    deleted_error = str(error)",
-            "logprobs = [lp for t in group.trajectories_G for lp in t.transitions[0].ac.logprobs]",
-            f'print("{PROBE}" + json.dumps({{"rows": rows, "deleted_error": deleted_error, '
-            '"mean_logprob": sum(logprobs) / len(logprobs)}))',
-        ]
-    )
-    hot = edited(
-        "02_snapshot_and_serve.ipynb",
-        tmp_path,
-        [("wrong_config = {", '"r": 8}', '"target_modules": ["q_proj"]}')],
-        probe_code,
-    )
-    env = kernel_env(tmp_path)
-    hot_run = succeeded(
-        run(hot, tmp_path / "hot.ipynb", {"temperature": 1.5, "max_tokens": 8}, env)
-    )
-    (tmp_path / "cold").mkdir()
-    cold = edited("02_snapshot_and_serve.ipynb", tmp_path / "cold", [], probe_code)
-    cold_run = succeeded(
-        run(cold, tmp_path / "cold.ipynb", {"temperature": 0.3, "max_tokens": 8}, env)
-    )
-    hot_seen, cold_seen = probe(hot_run), probe(cold_run)
-
-    # Temperature: colder sampling draws likelier tokens.
-    assert cold_seen["mean_logprob"] > hot_seen["mean_logprob"]
-    # max_tokens 8: answers are cut off and pay the format penalty.
-    for seen in (hot_seen, cold_seen):
-        cut = [row for row in seen["rows"] if row["stop reason"] == "length"]
-        assert cut and all(row["reward"] in (0.9, -0.1) for row in cut)
-    # target_modules: r and lora_alpha agree with the archive, so the local stack builds the
-    # adapter from the given config and refuses weights for modules it does not name.
-    mismatch = printed(hot_run, "mismatched = sail.SailTokenCompleter(")
-    assert "refused" in mismatch and "do not match its config" in mismatch
-    # Deleted checkpoint: the local stack fetches the archive again, and it is gone.
-    assert hot_seen["deleted_error"] and "404" in hot_seen["deleted_error"]

@@ -160,5 +160,6 @@ def test_a_150_step_run_is_shipped_and_compared(folder: Path) -> None:
     assert f"shipping the adapter of run 'longer' after 150 steps ({state['checkpoint']})" in (
         shipped
     )
+    assert "training" not in shipped  # nothing trained here: the run's adapter is used
     table = printed(executed, "better = (results[")
     assert "mean reward on 8 held-out problems" in table

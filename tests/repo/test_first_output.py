@@ -1,0 +1,54 @@
+"""Issue 28: in every notebook the first meaningful output comes within the first 6 code cells.
+
+What counts as meaningful cannot be read off the code, so `FIRST_RESULT` names, per notebook,
+the cell that first shows something of the notebook's subject (reviewed by hand; not the
+parameters, the parameter check, the connection or a `# @save` definition), and holds that
+cell to the first six code cells. Read from the files, nothing run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+FIRST_CODE_CELLS = 6
+SAVE_MARK = "# @save"
+
+# notebook: (a line of the cell with the first meaningful output, what that output is)
+FIRST_RESULT = {
+    "01_scoring": ("row = course.train_rows[example_index]", "a problem rendered as tokens"),
+    "02_snapshot_and_serve": (
+        "save_weights_for_sampler_async(name",
+        "the sampler checkpoint just written",
+    ),
+    "03_one_grpo_step": ("trajectory_groups = await sample_with_spread(", "one step's rollouts"),
+    "04_training_loop": ('if "eval_before" not in state:', "the base model's held-out scores"),
+    "05_compare_runs": ("selected = find_runs(runs)", "the runs found, with their steps"),
+    "06_faster_loops": ("runs[name] = await train_run(", "three schedules' times per step"),
+    "07_sandboxed_rollouts": ("task = load_harbor_task(TASK_DIR)", "the task a sandbox runs"),
+    "08_ship_the_adapter": ("rank = course.adapter_config", "the run's adapter being shipped"),
+}
+
+
+def code_cells(name: str) -> list:
+    cells = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+    return [c for c in cells if c.cell_type == "code"]
+
+
+def test_every_notebook_names_its_first_result() -> None:
+    assert sorted(FIRST_RESULT) == sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_RESULT))
+def test_first_meaningful_output_within_six_code_cells(name: str) -> None:
+    needle, shows = FIRST_RESULT[name]
+    cells = code_cells(name)
+    [position] = [i for i, cell in enumerate(cells, 1) if needle in cell.source]
+    assert position <= FIRST_CODE_CELLS, (
+        f"{name}: {shows} comes in code cell {position}; issue 28 asks for the first "
+        f"meaningful output within the first {FIRST_CODE_CELLS} code cells"
+    )
+    assert not cells[position - 1].source.startswith(SAVE_MARK), "a definition shows nothing"
