@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.ast_guard_support import guard_ast_parse
+
 ROOT = Path(__file__).resolve().parent
+guard_ast_parse()  # before any test can fail: see tests/ast_guard_support.py
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -56,6 +56,14 @@ def run_env(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
+def shared_stack_env(local_stack: LocalStack, tmp_path: Path) -> dict[str, str]:
+    """`run_env`, but its kernel joins the session's stack rather than starting its own (about
+    10 s a run): for runs whose point is not the stack, which write nothing a test reads to
+    the stack's folder and set no stack setting (a stack with other settings is refused)."""
+    return kernel_env(tmp_path, COURSE_LOCAL_STACK_DIR=str(local_stack.storage_dir))
+
+
+@pytest.fixture
 def fixture_runs(tmp_path: Path) -> Path:
     """Finished runs written by hand (tests/sweep_support.py), in `tmp_path/runs`."""
     return write_fixture_runs(tmp_path / "runs")

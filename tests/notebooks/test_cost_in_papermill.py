@@ -128,22 +128,24 @@ local_stack.kernel.sandbox.local_sandbox_factory = local_sandbox_factory
 
 
 def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
-    run_env: dict, tmp_path: Path
+    shared_stack_env: dict, tmp_path: Path
 ) -> None:
     """What the check cell says of sandboxes is what the notebook then creates."""
     from local_stack.kernel.sandbox.isolation import isolation_problem
 
     if (problem := isolation_problem()) is not None:
         pytest.skip(f"no local sandbox here: {problem}")
-    startup = Path(run_env["IPYTHONDIR"]) / "profile_default" / "startup"
+    startup = Path(shared_stack_env["IPYTHONDIR"]) / "profile_default" / "startup"
     startup.mkdir(parents=True)
     (startup / "00-sandbox-log.py").write_text(SANDBOX_LOG)
     log = tmp_path / "sandboxes.log"
-    run_env["COURSE_TEST_SANDBOX_LOG"] = str(log)
+    shared_stack_env["COURSE_TEST_SANDBOX_LOG"] = str(log)
     out = tmp_path / "out.ipynb"
     sizes = {"steps": 2, "groups_per_step": 2, "eval_tasks": 2, "eval_samples": 1}
     parameters = {"group_size": 3, "simulated_boot_seconds": 0.1, **sizes}
-    code, printed = finish(papermill("07_sandboxed_rollouts.ipynb", out, parameters, run_env))
+    code, printed = finish(
+        papermill("07_sandboxed_rollouts.ipynb", out, parameters, shared_stack_env)
+    )
     assert code == 0, printed[-3000:]
     created = Counter(round(float(lifetime)) for lifetime in log.read_text().split())
     # By hand and containment; four groups; one per training and held-out rollout.

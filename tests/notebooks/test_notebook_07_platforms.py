@@ -90,10 +90,10 @@ def is_local_stack(argv: list[str]) -> bool:
 
 
 def test_without_the_sandbox_it_says_why_skips_sandbox_cells_and_runs_the_rest(
-    run_env: dict, tmp_path: Path
+    shared_stack_env: dict, tmp_path: Path
 ) -> None:
-    run_env["PATH"] = path_without_bwrap(tmp_path / "bin")
-    executed, started = run_notebook_04(run_env, tmp_path)
+    shared_stack_env["PATH"] = path_without_bwrap(tmp_path / "bin")
+    executed, started = run_notebook_04(shared_stack_env, tmp_path)
     setup = next(c for c in executed.cells if "prepare_sandbox_cells(" in c.source)
     [sentence] = [line for line in printed(setup).splitlines() if "sandbox" in line]
     assert sentence.startswith("The local sandbox cannot run on this machine, because `bwrap`")
@@ -105,15 +105,18 @@ def test_without_the_sandbox_it_says_why_skips_sandbox_cells_and_runs_the_rest(
         assert printed(cell) == SKIPPED + "\n"
     others = [c for c in executed.cells if c.cell_type == "code" and not needs_sandbox(c)]
     assert all(c.execution_count for c in others)  # every other cell ran
-    # No command ran at all, let alone unisolated: the kernel started nothing but the stack.
+    # No command ran at all, let alone unisolated: the kernel started nothing (the session's
+    # stack was running), or only a stack.
     assert all(is_local_stack(argv) for argv in started), started
 
 
 def test_with_the_sandbox_every_cell_runs_and_every_command_is_sandboxed(
-    run_env: dict, tmp_path: Path
+    shared_stack_env: dict, tmp_path: Path
 ) -> None:
-    assert shutil.which("bwrap", path=run_env["PATH"]), "this check needs bubblewrap installed"
-    executed, started = run_notebook_04(run_env, tmp_path)
+    assert shutil.which("bwrap", path=shared_stack_env["PATH"]), (
+        "this check needs bubblewrap installed"
+    )
+    executed, started = run_notebook_04(shared_stack_env, tmp_path)
     assert SKIPPED not in "".join(printed(c) for c in executed.cells)
     assert all(c.execution_count for c in executed.cells if c.cell_type == "code")
     # Besides the stack and the mounts of the sandboxes' own disks, the kernel started only

@@ -44,14 +44,14 @@ SMALL = {
 STALENESS_CHECKED = "checked: every batch was exactly as stale as its schedule says"
 
 
-def test_notebook_runs_with_small_parameters(run_env: dict, tmp_path: Path) -> None:
+def test_notebook_runs_with_small_parameters(shared_stack_env: dict, tmp_path: Path) -> None:
     """Notebook 06's run in `make test` (see conftest.py): local backend, its own checks.
 
     Its timing is reported, not asserted (a loaded machine misses any bound): the test reads
     that each run was as stale as its schedule, that the timing lines were rendered, and
     what the run folder holds."""
     out = tmp_path / NOTEBOOK
-    code, log = finish(papermill(NOTEBOOK, out, SMALL, run_env))
+    code, log = finish(papermill(NOTEBOOK, out, SMALL, shared_stack_env))
     assert code == 0, log[-3000:]
     printed = _printed(nbformat.read(out, as_version=4))
     assert STALENESS_CHECKED in printed
@@ -108,27 +108,29 @@ def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) 
 
 
 # Try this, with small batches: each test changes only what its exercise says (and the
-# batch sizes), so its runs take a minute or two each.
+# batch sizes), so its runs take a minute or two each. Notebook 06's simulated waits are its
+# kernel's own (tests/notebooks/test_settings_after_06.py), so its local runs share the
+# session's stack.
 TRY_SMALL = {"steps": 4, "group_size": 4, "groups_per_step": 2, "eval_problems": 10}
 TRY_SMALL |= {"eval_samples": 1, "run_name": "try-this"}
 
 
-def _run_try_this(changes: dict, run_env: dict, tmp_path: Path) -> Path:
+def _run_try_this(changes: dict, env: dict, tmp_path: Path) -> Path:
     """Run the notebook with the exercise's `changes`; its run folder."""
     parameters = {**TRY_SMALL, **changes}
-    code, log = finish(papermill(NOTEBOOK, tmp_path / NOTEBOOK, parameters, run_env))
+    code, log = finish(papermill(NOTEBOOK, tmp_path / NOTEBOOK, parameters, env))
     assert code == 0, log[-3000:]
     return tmp_path / "runs" / parameters["run_name"]
 
 
 def test_try_this_shorter_training_predicts_from_its_own_s_and_t(
-    run_env: dict, tmp_path: Path
+    shared_stack_env: dict, tmp_path: Path
 ) -> None:
     """Try this, "set train_latency_s = 1.5": the run goes through, and each schedule's
     prediction is the formula applied to the synchronous run's S and T. Whether 3 steps stale
     is then fastest is timing, which a loaded machine can upset: `python -m bench.pipelining
     --train-latency 1.5` prints it."""
-    runs = _run_try_this({"train_latency_s": 1.5}, run_env, tmp_path)
+    runs = _run_try_this({"train_latency_s": 1.5}, shared_stack_env, tmp_path)
     table = _table(runs, "schedules")
     S, T = table.loc["synchronous", "own S (s)"], table.loc["synchronous", "own T (s)"]
     predicted = table["predicted s/step"]
@@ -137,10 +139,12 @@ def test_try_this_shorter_training_predicts_from_its_own_s_and_t(
     assert predicted["3 steps stale"] == pytest.approx(max(S / 3, T))
 
 
-def test_try_this_six_steps_stale_drifts_further_than_one(run_env: dict, tmp_path: Path) -> None:
+def test_try_this_six_steps_stale_drifts_further_than_one(
+    shared_stack_env: dict, tmp_path: Path
+) -> None:
     """Try this, "set max_staleness = 6 and steps = 12": at staleness 6 the sampler-learner KL and
     the spread and largest of the importance weights exceed those at staleness 1."""
-    runs = _run_try_this({"max_staleness": 6, "steps": 12}, run_env, tmp_path)
+    runs = _run_try_this({"max_staleness": 6, "steps": 12}, shared_stack_env, tmp_path)
     steps = pd.read_csv(runs / "steps.csv")
     one = steps[(steps["run"] == "1 step stale") & (steps["staleness"] == 1)]
     six = steps[(steps["run"] == "6 steps stale") & (steps["staleness"] == 6)]
@@ -150,12 +154,14 @@ def test_try_this_six_steps_stale_drifts_further_than_one(run_env: dict, tmp_pat
     assert set(_table(runs, "verdicts").reset_index()["run"]) == {"1 step stale", "6 steps stale"}
 
 
-def test_try_this_slow_flex_window_says_which_side_waits(run_env: dict, tmp_path: Path) -> None:
+def test_try_this_slow_flex_window_says_which_side_waits(
+    shared_stack_env: dict, tmp_path: Path
+) -> None:
     """Try this, "set flex_latency_s = 8": the flex prediction is max(S_flex / k, T), and the
     rendered sentence names the slower side that the run's own S and T imply (the figures
     themselves are timing, reported and not asserted)."""
     changes = {"flex_latency_s": 8.0, "flex_steps": 5}  # 5: the default, as the exercise runs
-    runs = _run_try_this(changes, run_env, tmp_path)
+    runs = _run_try_this(changes, shared_stack_env, tmp_path)
     flex = _table(runs, "windows").loc["flex"]
     assert flex["k=3 predicted s/step"] == pytest.approx(max(flex["S (s)"] / 3, flex["T (s)"]))
     printed = _printed(nbformat.read(tmp_path / NOTEBOOK, as_version=4))

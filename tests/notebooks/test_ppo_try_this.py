@@ -8,14 +8,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
-import pytest
-
-from local_stack.kernel.supervisor import stop_local_stack
-from tests.notebook_support import kernel_env
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "03_one_grpo_step.ipynb"
@@ -31,13 +26,10 @@ def bullet_cell(nb: nbformat.NotebookNode) -> str:
     return "\n".join(line.removeprefix("  ") for line in block.splitlines())
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
-    stop_local_stack(tmp_path / "stack")  # the stack the kernel started outlives it
-
-
-def test_ppo_and_importance_sampling_differ_on_stale_samples(folder: Path) -> None:
+def test_ppo_and_importance_sampling_differ_on_stale_samples(
+    shared_stack_env: dict, tmp_path: Path
+) -> None:
+    folder, env = tmp_path, shared_stack_env
     nb = nbformat.read(NOTEBOOK, as_version=4)
     [scatter] = [
         i for i, c in enumerate(nb.cells) if "weights_after = completion_weights" in c.source
@@ -45,7 +37,6 @@ def test_ppo_and_importance_sampling_differ_on_stale_samples(folder: Path) -> No
     nb.cells.insert(scatter + 1, nbformat.v4.new_code_cell(bullet_cell(nb)))
     edited = folder / "edited-03.ipynb"
     nbformat.write(nb, edited)
-    env = kernel_env(folder)
     args = [sys.executable, "-m", "papermill", str(edited), str(folder / "out.ipynb")]
     args += ["--cwd", str(NOTEBOOK.parent), "--kernel", "python3", "--no-progress-bar"]
     for name, value in SETTINGS.items():

@@ -46,9 +46,11 @@ SMALL = {
 }
 
 
-def test_notebook_trains_a_short_run_when_none_exists(run_env: dict, tmp_path: Path) -> None:
+def test_notebook_trains_a_short_run_when_none_exists(
+    shared_stack_env: dict, tmp_path: Path
+) -> None:
     out = tmp_path / NOTEBOOK
-    code, log = finish(papermill(NOTEBOOK, out, SMALL, run_env))
+    code, log = finish(papermill(NOTEBOOK, out, SMALL, shared_stack_env))
     assert code == 0, log[-3000:]
     text, errors = outputs_text(out)
     assert not errors
