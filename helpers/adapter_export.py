@@ -19,24 +19,7 @@ from typing import Any
 
 from helpers.errors import CourseConfigError
 
-# Kimi K2.6's text backbone (the DeepSeek-V3 architecture of Kimi K2), from the published
-# config.json: what the size estimate needs, so that it runs before anything is downloaded.
-KIMI_K26_TEXT = {
-    "hidden_size": 7168,
-    "num_hidden_layers": 61,
-    "first_k_dense_replace": 1,  # layers before the first MoE layer
-    "intermediate_size": 18432,  # the dense layers' MLP
-    "moe_intermediate_size": 2048,  # each expert's MLP
-    "n_routed_experts": 384,
-    "n_shared_experts": 1,
-    "num_attention_heads": 64,
-    "q_lora_rank": 1536,
-    "kv_lora_rank": 512,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "v_head_dim": 128,
-    "vocab_size": 163840,
-}
+KIMI_K26 = "moonshotai/Kimi-K2.6"
 BF16_BYTES = 2
 # At most two copies are on disk at once: the archive and its unpacked files (the archive is
 # deleted then), later the unpacked and the converted files; a little more for the file system.
@@ -84,38 +67,18 @@ def estimate_tiny_llama(config: dict[str, Any], rank: int, targets: list[str]) -
 
 
 def estimate_kimi_k26(rank: int) -> ArchiveEstimate:
-    """Kimi K2.6 with LoRA on every linear layer and the output layer, in bf16.
+    """Kimi K2.6 with LoRA on every layer Tinker adapts (MLP, attention, unembedding), in bf16.
 
-    Assumed, not documented: Tinker trains each routed expert's projections as one 3-D
-    tensor whose input side (w1, w3) or output side (w2) is shared by all experts (the
-    cookbook's converter accepts that layout: `expand_expert_lora_tensors`). Per-expert
-    tensors on both sides would be about four times larger."""
-    c = KIMI_K26_TEXT
-    hidden, heads = c["hidden_size"], c["num_attention_heads"]
-    attention = (
-        lora_pairs(hidden, c["q_lora_rank"], rank)  # q_a_proj
-        + lora_pairs(
-            c["q_lora_rank"], heads * (c["qk_nope_head_dim"] + c["qk_rope_head_dim"]), rank
-        )
-        + lora_pairs(hidden, c["kv_lora_rank"] + c["qk_rope_head_dim"], rank)  # kv_a_proj
-        + lora_pairs(c["kv_lora_rank"], heads * (c["qk_nope_head_dim"] + c["v_head_dim"]), rank)
-        + lora_pairs(heads * c["v_head_dim"], hidden, rank)  # o_proj
-    )
-    dense_mlp = 3 * lora_pairs(hidden, c["intermediate_size"], rank)
-    expert_inter = c["moe_intermediate_size"]
-    shared_experts = 3 * lora_pairs(hidden, c["n_shared_experts"] * expert_inter, rank)
-    # One shared A (or B) of the hidden size, and one B (or A) per expert.
-    routed = 3 * (rank * hidden + c["n_routed_experts"] * rank * expert_inter)
-    moe_layers = c["num_hidden_layers"] - c["first_k_dense_replace"]
-    parameters = (
-        attention * c["num_hidden_layers"]
-        + dense_mlp * c["first_k_dense_replace"]
-        + (shared_experts + routed) * moe_layers
-        + lora_pairs(hidden, c["vocab_size"], rank)  # unembed_tokens (lm_head)
-    )
+    The parameter count is the cookbook's `get_lora_param_count`, from the table Tinker bakes
+    in: routed experts share their hidden-side factor, and attention counts `q_a_proj`,
+    `kv_a_proj_with_mqa` and `o_proj` only. Every Kimi adapter size the course states comes
+    from here. Assumed, not documented: the archive stores those parameters in bf16."""
+    from tinker_cookbook.hyperparam_utils import get_lora_param_count
+
+    parameters = get_lora_param_count(KIMI_K26, lora_rank=rank)
     how = (
-        "Kimi K2.6 with LoRA on every layer, bf16, each expert projection sharing one side "
-        "across experts (Tinker's archive format and dtype are not documented)"
+        "the cookbook's LoRA parameter count for Kimi K2.6, in bf16 "
+        "(Tinker's archive format and dtype are not documented)"
     )
     return ArchiveEstimate(parameters, parameters * BF16_BYTES, how)
 

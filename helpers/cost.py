@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.adapter_export import estimate_kimi_k26
 from helpers.errors import CourseConfigError
 
 PRICES_PATH = Path(__file__).resolve().parent / "prices.json"
@@ -36,11 +37,13 @@ HELD_OUT_SETS = {"local": 3, "cloud": 1}
 # Large enough for the cloud defaults of every notebook (notebook 06's is the largest,
 # 808 rollouts of at most 1,024 tokens), small enough that a mistyped parameter is caught.
 DEFAULT_BUDGET_SAMPLED_TOKENS = 1_000_000
-# An assumption, not a documented size: a Kimi K2.6 LoRA of rank 32 on every module holds
-# about 4.7 billion parameters, 2 bytes each in bf16, so each sampler checkpoint's archive
-# is about 9.4 GB, built by Tinker and downloaded by Sail once per checkpoint served.
-ASSUMED_ADAPTER_PARAMETERS = 4.7e9
-ASSUMED_ADAPTER_ARCHIVE_GB = ASSUMED_ADAPTER_PARAMETERS * 2 / 1e9
+# An assumption, not a documented size: a rank-32 Kimi K2.6 LoRA has the parameters the
+# cookbook's `get_lora_param_count` gives (about 4.7 billion), 2 bytes each in bf16, so each
+# sampler checkpoint's archive is about 9.4 GB, built by Tinker and downloaded by Sail once per
+# checkpoint served. `estimate_kimi_k26` is the one source of that size.
+ASSUMED_ADAPTER = estimate_kimi_k26(32)
+ASSUMED_ADAPTER_PARAMETERS = ASSUMED_ADAPTER.parameters
+ASSUMED_ADAPTER_ARCHIVE_GB = ASSUMED_ADAPTER.archive_bytes / 1e9
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,8 @@ def describe_other_costs(backend: str, adapter_archives: int, forward_rollouts: 
         archives += (
             f", about {adapter_archives * ASSUMED_ADAPTER_ARCHIVE_GB:,.0f} GB built by Tinker"
             f" and downloaded by Sail (assumed {ASSUMED_ADAPTER_ARCHIVE_GB:.1f} GB each: a"
-            " rank-32 Kimi K2.6 LoRA of about 4.7 billion bf16 parameters)"
+            f" rank-32 Kimi K2.6 LoRA of about {ASSUMED_ADAPTER_PARAMETERS / 1e9:.1f} billion bf16"
+            " parameters)"
         )
     forward = f"{forward_rollouts:,} rollouts scored by Tinker forward passes"
     return f"{archives}; {forward}; no price known for either"

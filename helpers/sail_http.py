@@ -87,7 +87,7 @@ VALIDATION_STATUSES = (*WAITING, SUCCEEDED, *NOT_USABLE)
 # another's LoRA.
 _NOT_NAME = re.compile(r"[^a-z0-9-]+")
 
-# Uploads: no total timeout (a 9.5 GB file takes minutes); instead each file gets one sized
+# Uploads: no total timeout (a 9.4 GB adapter takes minutes); instead each file gets one sized
 # to it at no less than this rate, and a stalled connection fails after READ_TIMEOUT.
 MIN_UPLOAD_BYTES_PER_SECOND = 2 * 1024**2
 UPLOAD_OVERHEAD_SECONDS = 60

@@ -18,8 +18,11 @@ ROLLOUT_TIMEOUT_S = {"balanced": 600, "flex": 12 * 3600}
 class SnapshotCompleter(sail.SailTokenCompleter):
     """A Sail completer that remembers the Tinker checkpoint it samples from.
 
-    Sail downloads the checkpoint when the first request arrives; once the rollouts that
-    use it are done, the caller can delete it (`checkpoint_path`) instead of waiting for
+    Each request carries the checkpoint's signed URL, and Sail fetches the adapter from it.
+    When and how often the cloud downloads it, and whether it caches it, is not documented;
+    the local Sail downloads it for every request (or burst of concurrent requests) and
+    reuses its copy only if the bytes are unchanged. Once the rollouts that use the
+    checkpoint are done, the caller can delete it (`checkpoint_path`) instead of waiting for
     its TTL.
     """
 

@@ -4,7 +4,8 @@ guide quotes the ranges this prints, because one run's values are not what to ex
 Runs notebook 03's step at its local defaults (16 groups of 8, learning rate 1e-4,
 temperature 1, Adam with beta2 0.95) once per seed, with the notebook's own helpers, and
 prints per seed, then as a range: the mean logprob change of positive- and negative-advantage
-completions, which side moved further, and `kl_sample_train` v1 and v2 after the step.
+completions, which side moved further, `kl_sample_train` v1 and v2 after the step, and the
+`optim/grad_norm` the optimizer step reports.
 About 30 s per seed on two cores, on the local backend only.
 
     python scripts/one_step_spread.py --seeds 8
@@ -32,13 +33,16 @@ async def one_step(course, seed: int) -> dict[str, float]:
         "local", NOTEBOOK, learning_rate=None, max_tokens=None
     ).values()
 
+    grad_norms: list[float] = []
+
     async def train_once(client, data_D: list[tinker.Datum]) -> None:
         sent_D = [without_mask(d) for d in data_D]
         await (
             await client.forward_backward_async(sent_D, loss_fn="importance_sampling")
         ).result_async()
         adam = tinker.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
-        await (await client.optim_step_async(adam)).result_async()
+        stepped = await (await client.optim_step_async(adam)).result_async()
+        grad_norms.append(stepped.metrics["optim/grad_norm"])
 
     effect = await measure_one_step(
         course,
@@ -54,6 +58,7 @@ async def one_step(course, seed: int) -> dict[str, float]:
         "negative": effect.negative,
         "v1": kl["optim/kl_sample_train_v1"],
         "v2": kl["optim/kl_sample_train_v2"],
+        "grad_norm": grad_norms[0],
     }
 
 
@@ -69,9 +74,10 @@ def main() -> None:
         further = "negative" if abs(r["negative"]) > abs(r["positive"]) else "positive"
         print(
             f"seed {seed}: positive {r['positive']:+.4f} nats, negative {r['negative']:+.4f} "
-            f"({further} further); KL after v1 {r['v1']:.2e}, v2 {r['v2']:.2e}"
+            f"({further} further); KL after v1 {r['v1']:.2e}, v2 {r['v2']:.2e}; "
+            f"grad_norm {r['grad_norm']:.1f}"
         )
-    for key in ("positive", "negative", "v1", "v2"):
+    for key in ("positive", "negative", "v1", "v2", "grad_norm"):
         values = [r[key] for r in results.values()]
         print(f"{key}: {min(values):+.2e} to {max(values):+.2e} over {len(values)} seeds")
     negative_further = sum(abs(r["negative"]) > abs(r["positive"]) for r in results.values())
