@@ -33,16 +33,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # The suite splits by folder: tests/notebooks/ (every test that executes a notebook in a
 # kernel) and nbval's runs of notebooks/ with their defaults are `make test-notebooks`;
-# tests/stack/, tests/course/ and tests/repo/ are `make test`.
-NOTEBOOK_FOLDERS = (ROOT / "tests" / "notebooks", ROOT / "notebooks")
+# tests/long/ (the "Try this" exercises and the loophole study, each minutes of notebook runs
+# at the settings its text states) is `make test-long`; tests/stack/, tests/course/ and
+# tests/repo/ are `make test`.
+FOLDER_MARKS = {
+    "notebooks": (ROOT / "tests" / "notebooks", ROOT / "notebooks"),
+    "long": (ROOT / "tests" / "long",),
+}
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every item collected under a notebook folder `notebooks`, so `-m` can split too."""
+    """Mark every item by its folder (`notebooks` or `long`), so `-m` can split too."""
     for item in items:
-        if any(folder in item.path.parents for folder in NOTEBOOK_FOLDERS):
-            item.add_marker(pytest.mark.notebooks)
+        for mark, folders in FOLDER_MARKS.items():
+            if any(folder in item.path.parents for folder in folders):
+                item.add_marker(getattr(pytest.mark, mark))
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, absent under `-p no:xdist`

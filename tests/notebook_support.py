@@ -83,7 +83,7 @@ def kernel_env(folder: Path, *, cloud: bool = False, **extra: str) -> dict[str, 
 def papermill(notebook: str, out: Path, parameters: dict, env: dict, **kwargs) -> subprocess.Popen:
     """Start papermill on `notebook` (a name in notebooks/ or a path) from the repository root,
     where the README's papermill example starts it: the kernel starts there too. nbval (and
-    tests/notebooks/test_loophole.py's run of 04) start kernels in notebooks/, as JupyterLab
+    tests/long/test_loophole.py's run of 04) start kernels in notebooks/, as JupyterLab
     does; so every notebook runs from both, and a path spelled relative to one of them fails."""
     args = [sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook), str(out)]
     args += ["--kernel", "python3", "--no-progress-bar"]
@@ -121,6 +121,22 @@ def printed(executed: nbformat.NotebookNode, needle: str) -> str:
         parts.append(output.get("text", ""))
         parts.append(output.get("data", {}).get("text/plain", ""))
     return "".join(parts)
+
+
+def printed_text(executed: nbformat.NotebookNode) -> str:
+    """What the whole notebook printed and the Markdown it rendered."""
+    return "".join(
+        output.get("text", "") + output.get("data", {}).get("text/markdown", "")
+        for cell in executed.cells
+        for output in cell.get("outputs", [])
+    )
+
+
+def run_table(run_folder: Path, stem: str):
+    """One of the CSV tables a notebook writes to its run folder, indexed by its first column."""
+    import pandas as pd
+
+    return pd.read_csv(run_folder / f"{stem}.csv", index_col=0)
 
 
 def probe(executed: nbformat.NotebookNode) -> dict:

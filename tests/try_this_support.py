@@ -27,14 +27,15 @@ NOTEBOOKS = ROOT / "notebooks"
 
 _GUIDE = "tests/repo/test_instructor_guide.py"
 _RESULTS = "tests/notebooks/test_results.py"
-_EXERCISES = "tests/notebooks/test_exercises.py"
+_EXERCISES = "tests/long/test_exercises.py"
 _PIPELINING = "tests/notebooks/test_pipelining.py"
+_PIPELINING_TRY = "tests/long/test_pipelining_try_this.py"
 _TRY_01 = "tests/course/test_try_this_01.py"
 _TRY_02 = "tests/course/test_try_this_02.py"
 _TRY_08 = "tests/course/test_try_this_08.py"
-_TRY_05 = "tests/notebooks/test_try_this_05.py"
-_CLOUD_04 = "tests/notebooks/test_try_this_04_cloud.py"
-_RUNS_08 = "tests/notebooks/test_try_this_08_runs.py"
+_TRY_05 = "tests/long/test_try_this_05.py"
+_CLOUD_04 = "tests/long/test_try_this_04_cloud.py"
+_RUNS_08 = "tests/long/test_try_this_08_runs.py"
 
 TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
     "01_scoring": {
@@ -82,7 +83,7 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
             f"{_EXERCISES}::test_03_seed_1_draws_other_problems_and_every_check_holds",
         ),
         "Compare `importance_sampling` with `ppo`": (
-            "tests/notebooks/test_ppo_try_this.py::test_ppo_and_importance_sampling_differ_on_stale_samples",
+            "tests/long/test_ppo_try_this.py::test_ppo_and_importance_sampling_differ_on_stale_samples",
         ),
         'set `backend = "cloud"`': (
             "tests/notebooks/test_one_grpo_step_cloud.py::test_cloud_backend_runs_unchanged_against_the_local_stack",
@@ -90,7 +91,7 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "04_training_loop": {
         "Interrupt the kernel": (
-            "tests/notebooks/test_try_this_04_interrupt.py::test_an_interrupted_loop_resumes_where_it_stopped_and_logs_each_step_once",
+            "tests/long/test_try_this_04_interrupt.py::test_an_interrupted_loop_resumes_where_it_stopped_and_logs_each_step_once",
             # "(or restart it)": a kernel killed mid-step, rerun
             "tests/notebooks/test_resume.py::test_04_resumes_exactly_from_each_crash_window",
         ),
@@ -124,13 +125,13 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "06_faster_loops": {
         "Set `train_latency_s = 1.5`": (
-            f"{_PIPELINING}::test_try_this_shorter_training_predicts_from_its_own_s_and_t",
+            f"{_PIPELINING_TRY}::test_try_this_shorter_training_predicts_from_its_own_s_and_t",
         ),
         "Set `max_staleness = 6`": (
-            f"{_PIPELINING}::test_try_this_six_steps_stale_drifts_further_than_one",
+            f"{_PIPELINING_TRY}::test_try_this_six_steps_stale_drifts_further_than_one",
         ),
         "Set `flex_latency_s = 8`": (
-            f"{_PIPELINING}::test_try_this_slow_flex_window_says_which_side_waits",
+            f"{_PIPELINING_TRY}::test_try_this_slow_flex_window_says_which_side_waits",
         ),
         'Run with `backend = "cloud"`': (
             f"{_PIPELINING}::test_notebook_runs_unchanged_on_the_cloud_path",

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import nbformat
 import pandas as pd
-import pytest
 
 from local_stack.kernel.control_client import get_knobs, get_stats
 from tests.cloud_support import cloud_kernel_env
@@ -24,6 +23,8 @@ from tests.notebook_support import (
     assert_no_key_leaks,
     finish,
     papermill,
+    printed_text,
+    run_table,
 )
 
 NOTEBOOK = "06_faster_loops.ipynb"
@@ -53,7 +54,7 @@ def test_notebook_runs_with_small_parameters(shared_stack_env: dict, tmp_path: P
     out = tmp_path / NOTEBOOK
     code, log = finish(papermill(NOTEBOOK, out, SMALL, shared_stack_env))
     assert code == 0, log[-3000:]
-    printed = _printed(nbformat.read(out, as_version=4))
+    printed = printed_text(nbformat.read(out, as_version=4))
     assert STALENESS_CHECKED in printed
     assert "checked: 0 for fresh batches, above 0 for stale ones" in printed
     for schedule in ("synchronous", "1 step stale", "2 steps stale"):
@@ -67,16 +68,16 @@ def test_notebook_runs_with_small_parameters(shared_stack_env: dict, tmp_path: P
         rows = steps[steps["run"] == run]
         assert list(rows["staleness"]) == [min(step, k) for step in rows["step"]], (run, rows)
     assert len(steps) == 3 * 4 + 3
-    assert list(_table(runs, "schedules").index) == ["synchronous", "1 step stale", "2 steps stale"]
-    assert list(_table(runs, "windows").index) == ["balanced", "flex"]
-    verdicts = _table(runs, "verdicts")
+    schedules = ["synchronous", "1 step stale", "2 steps stale"]
+    assert list(run_table(runs, "schedules").index) == schedules
+    assert list(run_table(runs, "windows").index) == ["balanced", "flex"]
+    verdicts = run_table(runs, "verdicts")
     assert set(verdicts["metric"]) == {"reward", "format", "correct_given_format"}
     inside = verdicts["minus synchronous"].abs() <= verdicts["interval ±"]
     assert list(verdicts["verdict"]) == ["consistent" if i else "different" for i in inside]
     assert_no_key_leaks(out.read_text(), log, all_text_under(tmp_path / "runs"))
 
 
-@pytest.mark.notebooks
 def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) -> None:
     """backend="cloud" against a local stack server: no knob is touched, nothing simulated.
 
@@ -94,7 +95,7 @@ def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) 
     code, log = finish(papermill(NOTEBOOK, out, parameters, run_env))
     assert code == 0, log[-3000:]
     assert get_knobs(local_stack.url) == knobs_before
-    printed = _printed(nbformat.read(out, as_version=4))
+    printed = printed_text(nbformat.read(out, as_version=4))
     # The check cell's estimate counted every rollout Sail sampled (none failed here).
     sampled = get_stats(local_stack.url)["requests"] - requests_before
     assert f"estimate: {sampled:,} rollouts, at most {sampled * 24:,} sampled tokens" in printed
@@ -105,79 +106,3 @@ def test_notebook_runs_unchanged_on_the_cloud_path(local_stack, tmp_path: Path) 
     steps = (runs / "steps.csv").read_text().splitlines()
     assert len(steps) == 1 + 3 * 4 + 3
     assert "In the cloud the waits are the services' own" in printed
-
-
-# Try this, with small batches: each test changes only what its exercise says (and the
-# batch sizes), so its runs take a minute or two each. Notebook 06's simulated waits are its
-# kernel's own (tests/notebooks/test_settings_after_06.py), so its local runs share the
-# session's stack.
-TRY_SMALL = {"steps": 4, "group_size": 4, "groups_per_step": 2, "eval_problems": 10}
-TRY_SMALL |= {"eval_samples": 1, "run_name": "try-this"}
-
-
-def _run_try_this(changes: dict, env: dict, tmp_path: Path) -> Path:
-    """Run the notebook with the exercise's `changes`; its run folder."""
-    parameters = {**TRY_SMALL, **changes}
-    code, log = finish(papermill(NOTEBOOK, tmp_path / NOTEBOOK, parameters, env))
-    assert code == 0, log[-3000:]
-    return tmp_path / "runs" / parameters["run_name"]
-
-
-def test_try_this_shorter_training_predicts_from_its_own_s_and_t(
-    shared_stack_env: dict, tmp_path: Path
-) -> None:
-    """Try this, "set train_latency_s = 1.5": the run goes through, and each schedule's
-    prediction is the formula applied to the synchronous run's S and T. Whether 3 steps stale
-    is then fastest is timing, which a loaded machine can upset: `python -m bench.pipelining
-    --train-latency 1.5` prints it."""
-    runs = _run_try_this({"train_latency_s": 1.5}, shared_stack_env, tmp_path)
-    table = _table(runs, "schedules")
-    S, T = table.loc["synchronous", "own S (s)"], table.loc["synchronous", "own T (s)"]
-    predicted = table["predicted s/step"]
-    assert predicted["synchronous"] == pytest.approx(S + T)
-    assert predicted["1 step stale"] == pytest.approx(max(S, T))
-    assert predicted["3 steps stale"] == pytest.approx(max(S / 3, T))
-
-
-def test_try_this_six_steps_stale_drifts_further_than_one(
-    shared_stack_env: dict, tmp_path: Path
-) -> None:
-    """Try this, "set max_staleness = 6 and steps = 12": at staleness 6 the sampler-learner KL and
-    the spread and largest of the importance weights exceed those at staleness 1."""
-    runs = _run_try_this({"max_staleness": 6, "steps": 12}, shared_stack_env, tmp_path)
-    steps = pd.read_csv(runs / "steps.csv")
-    one = steps[(steps["run"] == "1 step stale") & (steps["staleness"] == 1)]
-    six = steps[(steps["run"] == "6 steps stale") & (steps["staleness"] == 6)]
-    assert len(one) == 11 and len(six) == 6
-    for column in ("kl", "weight_std", "weight_max"):
-        assert six[column].mean() > one[column].mean(), (column, one, six)
-    assert set(_table(runs, "verdicts").reset_index()["run"]) == {"1 step stale", "6 steps stale"}
-
-
-def test_try_this_slow_flex_window_says_which_side_waits(
-    shared_stack_env: dict, tmp_path: Path
-) -> None:
-    """Try this, "set flex_latency_s = 8": the flex prediction is max(S_flex / k, T), and the
-    rendered sentence names the slower side that the run's own S and T imply (the figures
-    themselves are timing, reported and not asserted)."""
-    changes = {"flex_latency_s": 8.0, "flex_steps": 5}  # 5: the default, as the exercise runs
-    runs = _run_try_this(changes, shared_stack_env, tmp_path)
-    flex = _table(runs, "windows").loc["flex"]
-    assert flex["k=3 predicted s/step"] == pytest.approx(max(flex["S (s)"] / 3, flex["T (s)"]))
-    printed = _printed(nbformat.read(tmp_path / NOTEBOOK, as_version=4))
-    side = "Sail" if flex["S (s)"] / 3 > flex["T (s)"] else "Tinker"
-    assert f"{side} is the slower side" in printed
-
-
-def _table(runs: Path, stem: str) -> pd.DataFrame:
-    """One of the tables the notebook writes to its run folder, by its first column."""
-    return pd.read_csv(runs / f"{stem}.csv", index_col=0)
-
-
-def _printed(executed) -> str:
-    """What the notebook printed and the Markdown it rendered."""
-    return "".join(
-        output.get("text", "") + output.get("data", {}).get("text/markdown", "")
-        for cell in executed.cells
-        for output in cell.get("outputs", [])
-    )

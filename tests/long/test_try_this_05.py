@@ -6,7 +6,7 @@ Training nine runs of notebook 04 per test would take most of an hour here, so t
 written by hand (`tests.sweep_support.write_sweep_runs`): named by the sweep runner's own plan
 of the grid, laid out as a sweep's run folder, with held-out counts chosen so that what the
 notebook prints can be worked out here from the counts alone. The bullet that interrupts a
-real sweep is tested in tests/notebooks/test_exercises.py.
+real sweep is tested in tests/long/test_exercises.py.
 """
 
 from __future__ import annotations

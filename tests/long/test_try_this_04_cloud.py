@@ -36,7 +36,6 @@ def test_the_bullets_rates_are_ten_times_each_backends_default() -> None:
     assert "`learning_rate = 1e-2` locally (`5e-3` in the cloud)" in bullet
 
 
-@pytest.mark.notebooks
 def test_cloud_learning_rate_x10_trains_with_that_rate(local_stack, tmp_path: Path) -> None:
     executed = succeeded(
         run(NOTEBOOK, tmp_path / "out.ipynb", {**SMALL, **CLOUD_X10}, cloud_kernel_env(tmp_path))
