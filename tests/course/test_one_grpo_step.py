@@ -1,7 +1,8 @@
 """Notebook 03_one_grpo_step: its check cell (run here) refuses bad parameters, and its
 direction check (one step makes positive-advantage completions likelier, negative ones less
-likely) holds across seeds and the settings its "Try this" suggests. Its cloud run and its
-other "Try this" runs are in tests/notebooks/ (test_one_grpo_step_cloud.py, test_exercises.py).
+likely) holds across seeds and the settings its "Try this" suggests. Its cloud run is in
+tests/notebooks/test_one_grpo_step_cloud.py, its other "Try this" runs in
+tests/long/test_exercises.py.
 """
 
 from __future__ import annotations
