@@ -8,6 +8,7 @@ asks rather than says. The local setting is in tests/notebooks/test_results.py."
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,6 @@ from tests.notebook_support import error_outputs, printed, run, succeeded
 from tests.try_this_support import NOTEBOOKS, try_this_bullets
 
 NOTEBOOK = "04_training_loop.ipynb"
-BULLET = "Multiply the learning rate by 10"
 # The bullet's settings on the cloud path; the sizes it does not state, small, but for the
 # default group_size: at the base model's rates eight groups of 8 all degenerate (no step
 # trained) is vanishingly rare, while groups of 2 often are (both steps of 2 x 2 were
@@ -29,11 +29,15 @@ SMALL |= {"eval_samples": 1}
 
 
 def test_the_bullets_rates_are_ten_times_each_backends_default() -> None:
-    [bullet] = [b for b in try_this_bullets(NOTEBOOKS / NOTEBOOK) if BULLET in b]
-    for backend, rate in (("local", 1e-2), ("cloud", 5e-3)):
-        default = with_defaults(backend, learning_rate=None)["learning_rate"]
-        assert rate == pytest.approx(10 * default), backend
-    assert "`learning_rate = 1e-2` locally (`5e-3` in the cloud)" in bullet
+    """The rates the bullet states, and no other, are ten times each backend's default."""
+    bullets = try_this_bullets(NOTEBOOKS / NOTEBOOK)
+    [bullet] = [b for b in bullets if f'run_name = "{CLOUD_X10["run_name"]}"' in b]
+    stated = sorted(float(rate) for rate in re.findall(r"\d+(?:\.\d+)?e-\d+", bullet))
+    tenfold = [
+        10 * with_defaults(b, learning_rate=None)["learning_rate"] for b in ("cloud", "local")
+    ]
+    assert stated == pytest.approx(tenfold)
+    assert CLOUD_X10["learning_rate"] == pytest.approx(tenfold[0])
 
 
 def test_cloud_learning_rate_x10_trains_with_that_rate(local_stack, tmp_path: Path) -> None:
