@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import psutil
 
 from scripts.cloud_stand_ins import write_kernel_startup
@@ -132,10 +133,8 @@ def printed_text(executed: nbformat.NotebookNode) -> str:
     )
 
 
-def run_table(run_folder: Path, stem: str):
+def run_table(run_folder: Path, stem: str) -> pd.DataFrame:
     """One of the CSV tables a notebook writes to its run folder, indexed by its first column."""
-    import pandas as pd
-
     return pd.read_csv(run_folder / f"{stem}.csv", index_col=0)
 
 
