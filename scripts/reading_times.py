@@ -1,6 +1,6 @@
 """Each notebook's core path: the words of its markdown cells not tagged `optional`, and the
 minutes they take to read at `WORDS_PER_MINUTE`. The instructor guide's "Core-path reading
-time" table is this script's output; tests/repo/test_claims_bound.py checks that they agree.
+time" table is this script's output; tests/repo/test_lesson_shape.py checks that they agree.
 
     python scripts/reading_times.py
 """

@@ -16,10 +16,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 
 from helpers.cost import (
     DEFAULT_BUDGET_SAMPLED_TOKENS,
     PRICES_PATH,
+    Estimate,
     check_budget,
     check_spent,
     describe_sandboxes,
@@ -255,3 +257,9 @@ def test_the_docs_state_each_notebooks_cloud_costs_as_its_defaults_give_them(doc
     day = sum(rollouts for rollouts, _ in CLOUD_ROLLOUTS.values())
     assert f"{day:,} rollouts" in flat and f"{day * CLOUD['max_tokens']:,}" in flat
     assert f"{DEFAULT_BUDGET_SAMPLED_TOKENS:,}" in flat
+
+
+def test_an_estimate_prints_no_repr_under_a_check_cell() -> None:
+    shell = InteractiveShell.instance()
+    shown, _ = shell.display_formatter.format(Estimate(1, 2, 1, 2, None))
+    assert shown == {}

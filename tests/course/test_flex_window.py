@@ -9,19 +9,15 @@ and for the cookbook's per-rollout timeout alike.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import nbformat
 import pytest
 import sail
 
 import helpers.training as training
 from helpers.params import COMPLETION_WINDOWS
 from helpers.serving import ROLLOUT_TIMEOUT_S, sail_policy
-
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def test_every_window_has_a_wait_and_flex_waits_hours_longer_than_balanced() -> None:
@@ -90,19 +86,6 @@ def test_each_rollout_may_take_as_long_as_its_window(window, monkeypatch) -> Non
     assert timeouts == [ROLLOUT_TIMEOUT_S[window]]
 
 
-def _markdown(notebook: str) -> str:
-    cells = nbformat.read(NOTEBOOKS / notebook, as_version=4).cells
-    return " ".join(" ".join(c.source.split()) for c in cells if c.cell_type == "markdown")
-
-
-@pytest.mark.parametrize("notebook", ["02_snapshot_and_serve.ipynb", "06_faster_loops.ipynb"])
-def test_the_prose_calls_flex_best_effort_and_claims_no_unconditional_hiding(notebook) -> None:
-    text = _markdown(notebook)
-    assert "overnight or off-peak" in text and "best-effort" in text
-    assert "flex` is typically slower and cheaper" not in text
-    assert "A pipeline can hide a slower completion window: with enough" not in text
-
-
 def test_the_sdk_still_offers_no_way_to_cancel_an_abandoned_response() -> None:
     """Notebook 06 says a timed-out request cannot be cancelled through the SDK, so Sail may
     still bill it. Sail's API reference documents a cancel route, but sail 0.17.1 exposes
@@ -110,4 +93,3 @@ def test_the_sdk_still_offers_no_way_to_cancel_an_abandoned_response() -> None:
     this fails, the SDK has gained a cancel: use it for timed-out rollouts, and fix 06."""
     public = {name for name in dir(sail.inference.responses) if not name.startswith("_")}
     assert public == {"create", "retrieve"}
-    assert "cancel a request it gave up on" in _markdown("06_faster_loops.ipynb")

@@ -12,11 +12,9 @@ import ast
 import asyncio
 import contextlib
 import io
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import nbformat
 import pytest
 import sail
 import tinker
@@ -24,13 +22,13 @@ from tinker.lib.public_interfaces.rest_client import RestClient
 from tinker.lib.public_interfaces.training_client import TrainingClient
 
 from helpers.sdk_noise import KNOWN_NOISE
+from tests import notebook_source
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_snapshot_and_serve.ipynb"
+NOTEBOOK = "02_snapshot_and_serve"
 
 
 def cell(cell_id: str) -> str:
-    [found] = [c for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.get("id") == cell_id]
-    return found.source
+    return notebook_source.cell(NOTEBOOK, cell_id)
 
 
 def run_cell(cell_id: str, namespace: dict[str, Any]) -> str:
@@ -123,6 +121,8 @@ def test_the_migration_cell_describes_the_installed_sdks_and_the_remedy_text_is_
     assert "save_weights_external_async(self, name" in printed
     assert "get_external_weights_urls_async(self, tinker_path" in printed
     assert "PermissionDeniedError" in printed
-    text = NOTEBOOK.read_text()
-    assert "upgrading sail and tinker together" not in text
-    assert "upgrade sail and tinker together" not in text
+
+
+def test_asap_is_refused_for_every_completer() -> None:
+    with pytest.raises(sail.InvalidArgumentError):
+        sail.tinker.SailTokenCompleter(model="m", max_tokens=1, completion_window="asap")

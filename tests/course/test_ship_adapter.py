@@ -13,7 +13,6 @@ import json
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
 import sail
 
@@ -22,6 +21,7 @@ from helpers.params import check_params
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, load_base_model
 from local_stack.sail.adapter_archive import MAX_ARCHIVE_BYTES
 from local_stack.sail.loras import MAX_CLIENT_LORAS
+from tests.notebook_source import cells
 from tests.params_support import NOTEBOOKS as PARAMETER_TABLE
 from tests.sail_support import (
     ADAPTER_FILES,
@@ -362,8 +362,7 @@ def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
 
 def notebook_function(name: str, namespace: dict) -> dict:
     """Run the notebook cell that defines `name`, in `namespace`."""
-    cells = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / NOTEBOOK, 4).cells
-    [source] = [c.source for c in cells if f"def {name}(" in c.source]
+    [source] = [c.source for c in cells(NOTEBOOK) if f"def {name}(" in c.source]
     exec(source, namespace)  # noqa: S102 (the notebook's own code)
     return namespace
 

@@ -14,16 +14,18 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "03_one_grpo_step.ipynb"
-BULLET = "- Compare `importance_sampling` with `ppo` on stale samples."
 SETTINGS = {"learning_rate": 1e-3}  # what the bullet says to set
 
 
-def bullet_cell(nb: nbformat.NotebookNode) -> str:
-    """The code block of the bullet, as printed in the notebook's last cell."""
-    text = nb.cells[-1].source
-    assert BULLET in text and "`learning_rate = 1e-3`" in text
-    block = re.search(r"```python\n(.*?)\n\s*```", text.split(BULLET, 1)[1], re.S).group(1)
-    return "\n".join(line.removeprefix("  ") for line in block.splitlines())
+def bullet_cell(nb: nbformat.NotebookNode) -> tuple[str, dict]:
+    """The bullet's code block, as printed in the notebook's last cell (the one that compares
+    the two losses), and the settings its sentence asks for, read from its backticks."""
+    bullets = nb.cells[-1].source.split("\n- ")
+    [bullet] = [b for b in bullets if '("importance_sampling", "ppo")' in b]
+    block = re.search(r"```python\n(.*?)\n\s*```", bullet, re.S).group(1)
+    settings = dict(re.findall(r"`(\w+) = ([^`]+)`", bullet.split("```", 1)[0]))
+    code = "\n".join(line.removeprefix("  ") for line in block.splitlines())
+    return code, {name: float(value) for name, value in settings.items()}
 
 
 def test_ppo_and_importance_sampling_differ_on_stale_samples(
@@ -34,7 +36,9 @@ def test_ppo_and_importance_sampling_differ_on_stale_samples(
     [scatter] = [
         i for i, c in enumerate(nb.cells) if "weights_after = completion_weights" in c.source
     ]
-    nb.cells.insert(scatter + 1, nbformat.v4.new_code_cell(bullet_cell(nb)))
+    code, settings = bullet_cell(nb)
+    assert settings == SETTINGS  # the test runs at what the bullet states
+    nb.cells.insert(scatter + 1, nbformat.v4.new_code_cell(code))
     edited = folder / "edited-03.ipynb"
     nbformat.write(nb, edited)
     args = [sys.executable, "-m", "papermill", str(edited), str(folder / "out.ipynb")]
@@ -45,7 +49,7 @@ def test_ppo_and_importance_sampling_differ_on_stale_samples(
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     executed = nbformat.read(folder / "out.ipynb", as_version=4)
-    [added] = [c for c in executed.cells if c.source == bullet_cell(nb)]  # papermill adds a cell
+    [added] = [c for c in executed.cells if c.source == code]  # papermill adds a cell
     printed = "".join(o.get("text", "") for o in added.outputs)
     losses = dict(re.findall(r"^(\w+)\s+loss:sum ([-+]\d+\.\d+)$", printed, re.M))
     outside = float(re.search(r"outside \[0.8, 1.2\]: ([\d.]+)%", printed).group(1))

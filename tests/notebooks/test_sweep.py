@@ -164,7 +164,7 @@ def expected_gain(after: list[list[float]]) -> tuple[float, float]:
     samples per problem, the pooled reward is the mean of the problems' mean rewards, and
     the gain's error is that of the mean of the problems' paired differences."""
     differences = np.mean(after, axis=1) - np.mean(BEFORE, axis=1)
-    # Student's t, checked in tests/repo/test_claims_bound.py
+    # Student's t, checked in tests/course/test_compare.py
     quantile = interval_quantile(len(differences) - 1)
     return differences.mean(), quantile * differences.std(ddof=1) / math.sqrt(len(differences))
 

@@ -7,13 +7,10 @@ cell to the first six code cells. Read from the files, nothing run."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = ROOT / "notebooks"
+from tests.notebook_source import NOTEBOOK_NAMES, code_cells
+
 FIRST_CODE_CELLS = 6
 SAVE_MARK = "# @save"
 
@@ -33,13 +30,8 @@ FIRST_RESULT = {
 }
 
 
-def code_cells(name: str) -> list:
-    cells = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
-    return [c for c in cells if c.cell_type == "code"]
-
-
 def test_every_notebook_names_its_first_result() -> None:
-    assert sorted(FIRST_RESULT) == sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    assert sorted(FIRST_RESULT) == NOTEBOOK_NAMES
 
 
 @pytest.mark.parametrize("name", sorted(FIRST_RESULT))

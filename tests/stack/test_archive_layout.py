@@ -17,7 +17,6 @@ import re
 import tarfile
 from pathlib import Path
 
-import nbformat
 import peft
 import pytest
 import torch
@@ -43,10 +42,9 @@ from local_stack.engine.model import (
 from local_stack.engine.tinker_layout import PEFT_UNEMBED, TINKER_UNEMBED
 from local_stack.engine.trainer import LoraTrainer
 from local_stack.sail.adapters import peft_files_from_archive
+from tests.notebook_source import code_cells
 from tests.sail_support import HTTP, KEY_HEADER
 
-ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK_08 = ROOT / "notebooks" / "08_ship_the_adapter.ipynb"
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
 RANK = 8
 
@@ -174,7 +172,7 @@ def test_uploading_the_raw_archive_fails_validation_and_the_converted_files_pass
 
 
 def _cells() -> list[str]:
-    return [c.source for c in nbformat.read(NOTEBOOK_08, 4).cells if c.cell_type == "code"]
+    return [c.source for c in code_cells("08_ship_the_adapter")]
 
 
 def _cell_with(text: str) -> str:

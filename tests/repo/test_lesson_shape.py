@@ -1,0 +1,147 @@
+"""The shape of every lesson: a core path that fits a workshop slot, optional depth after it,
+self-checks out of the learner's way, the guide's reading time for each, and prose that states
+no number of one run (those are rendered from the run)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from tests.notebook_source import NOTEBOOK_NAMES, NOTEBOOKS, ROOT, cell, cells, guide, numbers
+
+MINE = NOTEBOOK_NAMES
+CORE_WORD_LIMIT = 1300
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+reading_times = load_script("reading_times")
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_core_path_fits_the_slot(name: str) -> None:
+    words = reading_times.core_words(NOTEBOOKS / f"{name}.ipynb")
+    assert words <= CORE_WORD_LIMIT, f"{name}: {words} words of core-path prose"
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_optional_cells_come_after_the_core_path(name: str) -> None:
+    """Once a cell is tagged optional, the markdown after it is optional too, but for the
+    closing summary (which must stay last: tests/repo/test_notebook_format.py)."""
+    notebook = cells(name)
+    tagged = [i for i, c in enumerate(notebook) if "optional" in c.metadata.get("tags", [])]
+    if not tagged:
+        return
+    after = [
+        i
+        for i, c in enumerate(notebook[tagged[0] : -1], tagged[0])
+        if c.cell_type == "markdown" and "optional" not in c.metadata.get("tags", [])
+    ]
+    assert not after, f"{name}: core markdown cells {after} come after optional depth"
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_self_check_cells_have_their_source_hidden(name: str) -> None:
+    checks = [c for c in cells(name) if c.cell_type == "code" and "-checked" in c.get("id", "")]
+    for check in checks:
+        assert check.metadata.get("jupyter", {}).get("source_hidden") is True, check.id
+
+
+def test_the_guide_gives_each_core_path_its_measured_reading_time() -> None:
+    assert reading_times.WORDS_PER_MINUTE in numbers(guide())
+    for name in MINE:
+        words = reading_times.core_words(NOTEBOOKS / f"{name}.ipynb")
+        row = f"| `{name}` | {words:,} | {reading_times.reading_minutes(words)} min |"
+        assert row in guide(), f"the guide's reading-time row for {name} should be {row!r}"
+
+
+def test_run_specific_sentences_are_rendered_cells() -> None:
+    """The sentences about one run's outcome in 03 and 08 are built from its values."""
+    for name, cell_id in [
+        ("03_one_grpo_step", "sides-rendered"),
+        ("08_ship_the_adapter", "before-after-rendered"),
+    ]:
+        assert "Markdown(" in cell(name, cell_id), (name, cell_id)
+
+
+# Every number the prose of these notebooks states (outside code spans), reviewed: each is a
+# constant of the course or its sources (notebook numbers, rewards, parameter values an
+# exercise sets, documented limits, exponents, years of papers), never one run's outcome.
+# A run's numbers belong in a rendered cell (`Markdown(f"...")`) or an assert instead.
+NOTEBOOK_NUMBERS = {"01", "02", "03", "04", "05", "06", "07", "08"}
+REVIEWED_NUMBERS = {
+    "01_scoring": {"0", "1", "−0.1", "0.1", "0.5", "2", "7", "12", "84"},  # rewards, examples
+    "02_snapshot_and_serve": {"0", "-0.1", "0.3", "1.5", "8", "10", "12", "32", "404"},
+    "03_one_grpo_step": {
+        "0",
+        "0.0",
+        "1",
+        "3",
+        "4",
+        "0.8",
+        "1.2",
+        "32",
+        "64",
+        "2000",
+        "0.781",
+        "0.0775",
+        "2024",
+        "2025",
+    },  # fmt: skip
+    # 04: the five moves' numbering, an example sum, timeouts (10 minutes, 12 hours), the 10-step
+    # smoothing, pass@k's 16 answers to 50 problems, the format penalty and the guide's credit
+    # for a cut-off answer, bootstrap resamples, the papers' years and GRPO's section (4.1.2).
+    "04_training_loop": {
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "7",
+        "10",
+        "12",
+        "16",
+        "50",
+        "0.1",
+        "0.9",
+        "2,000",
+        "95%",
+        "2021",
+        "2024",
+        "2025",
+        "4.1.2",
+    },  # fmt: skip
+    "05_compare_runs": {"1", "2", "1.96", "4.30", "80%", "95%"},  # t and z quantiles, power
+    # Staleness levels, the default k = 3, the interval's 1.96 and the 80%-power 2.8, the
+    # check's 4 steps per level, the SDK's 20 s poll and a 2 s batch, notebook 02's rollout
+    # timeouts (12 hours, 10 minutes), the cookbook's version.
+    "06_faster_loops": set("0 1 2 3 4 5 10 12 20 1.96 2.8 95% 0.5.8".split()),
+    # Rewards, exit code 124, `kill -9 1`, `chmod 444`, the exercise's 30 s sleep and 5 s
+    # timeout, the containment rows' sizes (8 x 200 MiB = 1.6 GiB, 8 x 100 MiB = 800 MiB, the
+    # 1,000 bytes asked for, `sleep 300`, PID 3) and the local sandbox's ResourceLimits
+    # (1 GiB, 256 MiB, 16,384 files, 128 processes, 60 s, 64 MiB; held by
+    # tests/repo/test_notebook_07_limits.py), a Sailbox size "s" (1 vCPU, 16 GiB, 32 GiB),
+    # four scripted replies (log(1/4)), the cookbook's version.
+    "07_sandboxed_rollouts": set(
+        "0 1 -9 2 3 4 5 8 16 30 32 60 64 100 124 128 200 256 300 444 800 1.6 1,000 16,384 "
+        "0.5.8".split()
+    ),
+    "08_ship_the_adapter": {"0", "1", "1e-4", "64", "409"},  # asserted tolerance, rank, HTTP
+}
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_prose_states_only_reviewed_numbers(name: str) -> None:
+    text = "\n".join(c.source for c in cells(name) if c.cell_type == "markdown")
+    text = re.sub(r"`[^`]*`", "", text)  # code spans name things; they state no outcome
+    numbers = set(re.findall(r"(?<![\w.])[-+−]?\d+(?:[.,]\d+)*(?:e-?\d+)?%?", text))
+    unreviewed = numbers - REVIEWED_NUMBERS[name] - NOTEBOOK_NUMBERS
+    assert not unreviewed, f"{name} states {sorted(unreviewed)}: render them from the run"
