@@ -115,6 +115,7 @@ def connect(backend: str = "local") -> Course:
         _leave_local()  # restores your shell's keys if this kernel used the local stack
     check_backend(backend)
     quiet_tinker_deprecation_logs()
+    show_tables_whole()
     if backend == "local":
         splits = _start_local()
     else:
@@ -133,6 +134,16 @@ def connect(backend: str = "local") -> Course:
         held_out_known_rows=splits["held_out_known"],
         held_out_seen_rows=splits["held_out_seen"],
     )
+
+
+def show_tables_whole() -> None:
+    """Tables show every cell's text in full and as written: pandas cuts a cell at 50
+    characters by default (a question, a stop token, a module list), and JupyterLab reads a
+    pair of dollar amounts ("$2.50 ... $10.00") as maths unless pandas marks the table."""
+    import pandas as pd
+
+    pd.set_option("display.max_colwidth", None)
+    pd.set_option("display.html.use_mathjax", False)
 
 
 def tiny_base_model() -> tuple[Any, Any]:

@@ -68,9 +68,12 @@ def normalize_answer(answer: str) -> str:
     """Lower-case, drop spaces, thousands commas, dollar signs and a trailing period.
 
     Numbers are then written in one canonical form, so `19`, ` 19 ` and `19.0` are
-    equal, and so are `1,000` and `1000`, and `\\$10` (LaTeX's dollar) and `10.00`.
+    equal, and so are `1,000` and `1000`, and `\\$10` (LaTeX's dollar) and `10.00`. A comma
+    counts as a thousands separator only before exactly three digits: `1,2` stays a wrong
+    answer to 12, not a way to write it.
     """
-    text = re.sub(r"\s+|,|\\?\$", "", answer.lower()).rstrip(".")
+    text = re.sub(r"\s+|\\?\$", "", answer.lower()).rstrip(".")
+    text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
     try:
         number = float(text)
     except ValueError:

@@ -132,3 +132,13 @@ def test_scorer_never_raises_and_reward_is_one_of_three(
     tokens = offline_kimi_tokenizer().encode(text)
     result = runner.run(MathEnv("q", reference, renderer).step(tokens))
     assert round(result.reward, 6) in {-0.1, 0.0, 1.0}
+
+
+@pytest.mark.parametrize(
+    ("written", "meant"), [("1,2", "12"), ("1,23", "123"), ("12,3456", "123456")]
+)
+def test_a_comma_that_is_no_thousands_separator_keeps_an_answer_wrong(
+    written: str, meant: str
+) -> None:
+    assert normalize_answer(written) != normalize_answer(meant)
+    assert normalize_answer("1,234,567") == normalize_answer("1234567")
