@@ -28,6 +28,7 @@ import aiohttp
 import numpy as np
 import tinker
 from tinker import types
+from tinker.proto import tinker_public_pb2 as pb
 
 from local_stack.config import client_keys
 from local_stack.engine.model import BASE_MODEL_NAME, VOCAB_PATH
@@ -42,6 +43,11 @@ SLOW_ARCHIVE_SECONDS = 25.0
 ATTACK_HEAD_START_SECONDS = 1.0  # the innocent arrives once the attack is under way
 PROMPT = [163594, 14062, 163601]  # a few real Kimi ids the tiny vocabulary knows
 RANK = 8  # of the adapter the LoRA attack trains and samples from
+# A raw forward_backward of one-token datums just under the 32 MiB body cap, three at once:
+# decoded on the event loop, such bodies stopped every other client for 11-30 s.
+HUGE_BODY_DATUMS = 470_000
+HUGE_BODY_COPIES = 3
+MIN_PROBES = 3  # an attack's figures are the slowest of at least this many probes
 
 
 @dataclass(frozen=True)
@@ -196,6 +202,61 @@ async def measure_innocent(
     return Figures(seconds, health)
 
 
+async def probe_until(
+    attack: asyncio.Future,
+    session: aiohttp.ClientSession,
+    url: str,
+    innocent: Client,
+    timeout: float,
+    healthz_timeout: float,
+) -> Figures:
+    """Probe (the innocent's sample and a `/healthz`, together) one after another until
+    `attack` is done, and at least MIN_PROBES times: the slowest of each."""
+    probes = []
+    while not attack.done() or len(probes) < MIN_PROBES:
+        probes.append(await measure_innocent(session, url, innocent, timeout, healthz_timeout))
+    return Figures(
+        max(probe.innocent_seconds for probe in probes),
+        max(probe.healthz_seconds for probe in probes),
+    )
+
+
+def huge_forward_backward_body(model_id: str, count: int) -> bytes:
+    """A hand-made forward_backward of `count` one-token cross_entropy datums (the SDK
+    never sends more than 1024 datums in one request)."""
+    datum = pb.Datum()
+    chunk = datum.model_input.add()
+    chunk.encoded_text.tokens = np.array([PROMPT[0]], np.int32).tobytes()
+    for name, dtype, value in (("target_tokens", np.int64, PROMPT[1]), ("weights", np.float32, 1)):
+        tensor = datum.loss_fn_inputs[name]
+        tensor.dtype = pb.DTYPE_INT64 if dtype is np.int64 else pb.DTYPE_FLOAT32
+        tensor.dense = np.array([value], dtype).tobytes()
+    message = pb.ForwardBackwardRequest(model_id=model_id, seq_id=1, loss_fn="cross_entropy")
+    message.data.extend([datum] * count)
+    return message.SerializeToString()
+
+
+async def attack_huge_bodies(
+    url: str, count: int, copies: int, timeout: float, healthz_timeout: float
+) -> Figures:
+    """`copies` raw forward_backward bodies of `count` one-token datums, sent at once."""
+    attacker, innocent = Client("bodyattacker"), Client("bodyinnocent")
+    trainer = await asyncio.to_thread(training_client, url, attacker)
+    body = await asyncio.to_thread(huge_forward_backward_body, trainer.model_id, count)
+    headers = {"X-API-Key": attacker.tinker_key, "Content-Type": "application/x-protobuf"}
+
+    async def send(session: aiohttp.ClientSession) -> None:
+        async with session.post(f"{url}/api/v1/forward_backward", data=body, headers=headers) as r:
+            await r.read()  # refused (too many datums) or queued: either way, decoded
+
+    async with aiohttp.ClientSession() as session:
+        attack = asyncio.ensure_future(asyncio.gather(*(send(session) for _ in range(copies))))
+        try:
+            return await probe_until(attack, session, url, innocent, timeout, healthz_timeout)
+        finally:
+            await attack
+
+
 async def attack_flood(url: str, count: int, timeout: float, healthz_timeout: float) -> Figures:
     attacker, innocent = Client("floodattacker"), Client("floodinnocent")
     async with aiohttp.ClientSession() as session:
@@ -262,6 +323,9 @@ def main() -> None:
                 ),
                 f"(c) two {SLOW_ARCHIVE_SECONDS:g} s loopback archives": lambda: (
                     attack_slow_archives(url, SLOW_ARCHIVE_SECONDS, patient, patient)
+                ),
+                f"(d) {HUGE_BODY_COPIES} raw {HUGE_BODY_DATUMS}-datum bodies": lambda: (
+                    attack_huge_bodies(url, HUGE_BODY_DATUMS, HUGE_BODY_COPIES, patient, patient)
                 ),
             }
             print("another client's sampling request and /healthz, during each attack:")

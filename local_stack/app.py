@@ -24,6 +24,7 @@ from yarl import URL
 from local_stack import config, guard, idle, registry
 from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.control.routes import control_app
+from local_stack.engine import compute
 from local_stack.registry import StackRecord
 from local_stack.sail.routes import SERVICE as SAIL_SERVICE
 from local_stack.sail.routes import sail_app
@@ -63,6 +64,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 def serve(port: int) -> None:
     """Serve until SIGINT/SIGTERM, or until idle (see `local_stack.idle`)."""
+    compute.decode_in_a_process()  # first: the child must inherit no socket or lock
     torch.set_num_threads(config.torch_threads())
     max_connections = guard.connection_limit(guard.raise_descriptor_limit())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

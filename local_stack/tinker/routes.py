@@ -22,7 +22,7 @@ The wire contract, as the SDK's source defines it:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import functools
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +35,16 @@ from local_stack.config import TINKER_API_KEY, TINKER_KEY_PREFIX, client_from_ke
 from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.engine.checkpoints import CheckpointNotFound, CheckpointStore
 from local_stack.engine.trainer import ForwardBackwardResult
-from local_stack.http import CLIENT, ApiError, Handler, ServiceStyle, no_key, read_body, service_app
+from local_stack.http import (
+    CLIENT,
+    ApiError,
+    Handler,
+    ServiceStyle,
+    decode,
+    no_key,
+    read_body,
+    service_app,
+)
 from local_stack.tinker import requests, wire
 from local_stack.tinker.requests import Queued
 from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
@@ -128,8 +137,15 @@ def _future(request_id: str, model_id: str) -> web.Response:
 
 
 async def client_config(request: web.Request) -> web.Response:
-    # No JWT exchange, plain httpx transport, uncompressed forward_backward bodies.
-    return _json({"pjwt_auth_enabled": False, "use_pyqwest_transport": False})
+    # No JWT exchange, plain httpx transport, uncompressed forward_backward bodies, and
+    # forward_backward chunks no longer than the stack takes (the SDK's default too).
+    return _json(
+        {
+            "pjwt_auth_enabled": False,
+            "use_pyqwest_transport": False,
+            "fwdbwd_max_chunk_len": requests.MAX_DATUMS,
+        }
+    )
 
 
 async def empty(request: web.Request) -> web.Response:
@@ -190,20 +206,21 @@ def _queued(
     plan: Callable[[TinkerService, TrainingModel, Any], Callable[[], object]],
     max_bytes: int = MAX_BODY_BYTES,
 ) -> Handler:
-    """A handler for a request to a model: `read` its position, queue `plan(parse(rest))`."""
+    """A handler for a request to a model: `read` its position, queue `plan(parse(rest))`.
+    A large body is decoded off the event loop (`local_stack.http.decode`)."""
 
     async def handler(request: web.Request) -> web.Response:
         service = _service(request)
         body = await _body(request, max_bytes)
-        queued = read(body)
+        sent = await decode(functools.partial(requests.decoded, read, parse), body, request[CLIENT])
         request_id = service.submit(
-            queued.model_id,
-            queued.seq_id,
-            hashlib.sha256(body).hexdigest(),
-            lambda model: plan(service, model, parse(queued.message)),
+            sent.model_id,
+            sent.seq_id,
+            sent.digest,
+            lambda model: plan(service, model, sent.message()),
             request[CLIENT],
         )
-        return _future(request_id, queued.model_id)
+        return _future(request_id, sent.model_id)
 
     return handler
 
