@@ -7,7 +7,13 @@ quiet machine, `/healthz` within 1 s.
 
 (a) a flood: 5,000 background sampling requests;
 (b) a huge batch: one forward_backward of 2,000 datums of 128 tokens;
-(c) slow archives: two LoRA archives on a loopback server that answers after 25 s.
+(c) slow archives: two LoRA archives on a loopback server that answers after 25 s;
+(d) huge bodies: three raw forward_backward bodies of 470,000 one-token datums (31 MiB);
+(e) metadata: 300 sampling requests with 0.85 MiB of metadata each;
+(f) made-up names: the flood of (a) spread over 64 keys that no process registered.
+
+Every client but (f)'s made-up names is registered as a kernel is (`registered`): the stack
+gives registered clients a lane each, and all other names one lane together.
 
 tests/stack/test_fair_stack.py runs the same attacks, smaller, under client timeouts.
 """
@@ -18,10 +24,11 @@ import asyncio
 import contextlib
 import http.server
 import os
+import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import aiohttp
@@ -30,10 +37,12 @@ import tinker
 from tinker import types
 from tinker.proto import tinker_public_pb2 as pb
 
+from local_stack import config, registry
 from local_stack.config import client_keys
 from local_stack.engine.model import BASE_MODEL_NAME, VOCAB_PATH
 from local_stack.engine.vocab import CompactVocab
 from local_stack.kernel.tiny_model import sail_lora_metadata
+from local_stack.lanes import REFRESH_SECONDS
 
 FLOOD_REQUESTS = 5000
 FLOOD_CONCURRENCY = 64
@@ -48,6 +57,9 @@ RANK = 8  # of the adapter the LoRA attack trains and samples from
 HUGE_BODY_DATUMS = 470_000
 HUGE_BODY_COPIES = 3
 MIN_PROBES = 3  # an attack's figures are the slowest of at least this many probes
+METADATA_REQUESTS = 300
+METADATA_BYTES = 850 * 1024
+MADE_UP_NAMES = 64
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,25 @@ class Client:
     @property
     def tinker_key(self) -> str:
         return client_keys(self.name)["TINKER_API_KEY"]
+
+
+@contextlib.contextmanager
+def registered(*clients: Client) -> Iterator[None]:
+    """Register each client with this process's stack as `connect` registers a kernel, with
+    a process of its own (a `sleep` stands in for the kernel), and wait until the stack
+    reads its registry again."""
+    storage = config.storage_dir()
+    stand_ins = [subprocess.Popen(["sleep", "3600"]) for _ in clients]
+    try:
+        for client, process in zip(clients, stand_ins, strict=True):
+            registry.add_client(storage, process.pid, client.name)
+        time.sleep(REFRESH_SECONDS)
+        yield
+    finally:
+        for process in stand_ins:
+            registry.remove_client(storage, process.pid)
+            process.kill()
+            process.wait()
 
 
 def create_body(*, background: bool, max_tokens: int = 16, lora: str | None = None) -> dict:
@@ -249,30 +280,76 @@ async def attack_huge_bodies(
         async with session.post(f"{url}/api/v1/forward_backward", data=body, headers=headers) as r:
             await r.read()  # refused (too many datums) or queued: either way, decoded
 
-    async with aiohttp.ClientSession() as session:
-        attack = asyncio.ensure_future(asyncio.gather(*(send(session) for _ in range(copies))))
-        try:
-            return await probe_until(attack, session, url, innocent, timeout, healthz_timeout)
-        finally:
-            await attack
+    return await _probe_during(url, attacker, innocent, send, copies, timeout, healthz_timeout)
+
+
+async def attack_metadata(
+    url: str, count: int, size: int, timeout: float, healthz_timeout: float
+) -> Figures:
+    """`count` sampling requests with `size` bytes of metadata each, sent at once."""
+    attacker, innocent = Client("metaattacker"), Client("metainnocent")
+    body = create_body(background=True) | {"metadata": {"filler": "x" * size}}
+
+    async def send(session: aiohttp.ClientSession) -> None:
+        async with session.post(
+            f"{url}/v1/responses", json=body, headers=attacker.sail_headers
+        ) as reply:
+            await reply.read()
+
+    return await _probe_during(url, attacker, innocent, send, count, timeout, healthz_timeout)
+
+
+async def _probe_during(
+    url: str,
+    attacker: Client,
+    innocent: Client,
+    send: Callable[[aiohttp.ClientSession], Awaitable[None]],
+    copies: int,
+    timeout: float,
+    healthz_timeout: float,
+) -> Figures:
+    """The innocent's figures while `copies` of `send` run at once (both clients registered)."""
+    with registered(attacker, innocent):
+        async with aiohttp.ClientSession() as session:
+            attack = asyncio.ensure_future(asyncio.gather(*(send(session) for _ in range(copies))))
+            try:
+                return await probe_until(attack, session, url, innocent, timeout, healthz_timeout)
+            finally:
+                await attack
+
+
+async def attack_made_up_names(
+    url: str, names: int, per_name: int, timeout: float, healthz_timeout: float
+) -> Figures:
+    """A flood of background requests from `names` keys no process registered, then the
+    registered innocent's one request."""
+    innocent = Client("namesinnocent")
+    with registered(innocent):
+        async with aiohttp.ClientSession() as session:
+            await asyncio.gather(
+                *(flood(session, url, Client(f"madeup{i}"), per_name) for i in range(names))
+            )
+            return await measure_innocent(session, url, innocent, timeout, healthz_timeout)
 
 
 async def attack_flood(url: str, count: int, timeout: float, healthz_timeout: float) -> Figures:
     attacker, innocent = Client("floodattacker"), Client("floodinnocent")
-    async with aiohttp.ClientSession() as session:
-        await flood(session, url, attacker, count)
-        return await measure_innocent(session, url, innocent, timeout, healthz_timeout)
+    with registered(attacker, innocent):
+        async with aiohttp.ClientSession() as session:
+            await flood(session, url, attacker, count)
+            return await measure_innocent(session, url, innocent, timeout, healthz_timeout)
 
 
 async def attack_big_batch(url: str, count: int, timeout: float, healthz_timeout: float) -> Figures:
     attacker, innocent = Client("batchattacker"), Client("batchinnocent")
-    trainer = await asyncio.to_thread(training_client, url, attacker)
-    data = datums(count)
-    step = await asyncio.to_thread(trainer.forward_backward, data, "importance_sampling")
-    await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
-    async with aiohttp.ClientSession() as session:
-        figures = await measure_innocent(session, url, innocent, timeout, healthz_timeout)
-    await asyncio.to_thread(step.result)  # the attacker's own work still completes
+    with registered(attacker, innocent):
+        trainer = await asyncio.to_thread(training_client, url, attacker)
+        data = datums(count)
+        step = await asyncio.to_thread(trainer.forward_backward, data, "importance_sampling")
+        await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
+        async with aiohttp.ClientSession() as session:
+            figures = await measure_innocent(session, url, innocent, timeout, healthz_timeout)
+        await asyncio.to_thread(step.result)  # the attacker's own work still completes
     return figures
 
 
@@ -280,29 +357,30 @@ async def attack_slow_archives(
     url: str, slow_seconds: float, timeout: float, healthz_timeout: float
 ) -> Figures:
     attacker, innocent = Client("archiveattacker"), Client("archiveinnocent")
-    async with aiohttp.ClientSession() as session:
-        lora = await own_adapter_url(session, url, innocent)
-        with slow_archive_server(slow_seconds) as slow_url:
-            stalls = [
-                asyncio.ensure_future(
-                    session.post(
-                        f"{url}/v1/responses",
-                        json=create_body(background=True, lora=f"{slow_url}/{i}.tar"),
-                        headers=attacker.sail_headers,
+    with registered(attacker, innocent):
+        async with aiohttp.ClientSession() as session:
+            lora = await own_adapter_url(session, url, innocent)
+            with slow_archive_server(slow_seconds) as slow_url:
+                stalls = [
+                    asyncio.ensure_future(
+                        session.post(
+                            f"{url}/v1/responses",
+                            json=create_body(background=True, lora=f"{slow_url}/{i}.tar"),
+                            headers=attacker.sail_headers,
+                        )
                     )
+                    for i in range(2)
+                ]
+                await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
+                measured = asyncio.ensure_future(
+                    measure_innocent(session, url, innocent, timeout, healthz_timeout, lora=lora)
                 )
-                for i in range(2)
-            ]
-            await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
-            measured = asyncio.ensure_future(
-                measure_innocent(session, url, innocent, timeout, healthz_timeout, lora=lora)
-            )
-            await asyncio.wait([measured])
-        # The slow server has answered the stalled downloads now: they end at once.
-        for reply in await asyncio.gather(*stalls, return_exceptions=True):
-            if isinstance(reply, aiohttp.ClientResponse):
-                reply.release()
-        return measured.result()
+                await asyncio.wait([measured])
+            # The slow server has answered the stalled downloads now: they end at once.
+            for reply in await asyncio.gather(*stalls, return_exceptions=True):
+                if isinstance(reply, aiohttp.ClientResponse):
+                    reply.release()
+            return measured.result()
 
 
 def main() -> None:
@@ -326,6 +404,12 @@ def main() -> None:
                 ),
                 f"(d) {HUGE_BODY_COPIES} raw {HUGE_BODY_DATUMS}-datum bodies": lambda: (
                     attack_huge_bodies(url, HUGE_BODY_DATUMS, HUGE_BODY_COPIES, patient, patient)
+                ),
+                f"(e) {METADATA_REQUESTS} requests, big metadata": lambda: attack_metadata(
+                    url, METADATA_REQUESTS, METADATA_BYTES, patient, patient
+                ),
+                f"(f) (a) over {MADE_UP_NAMES} made-up names": lambda: attack_made_up_names(
+                    url, MADE_UP_NAMES, FLOOD_REQUESTS // MADE_UP_NAMES, patient, patient
                 ),
             }
             print("another client's sampling request and /healthz, during each attack:")

@@ -25,6 +25,8 @@ from local_stack import config, guard, idle, registry
 from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.control.routes import control_app
 from local_stack.engine import compute
+from local_stack.http import LANES
+from local_stack.lanes import Lanes
 from local_stack.registry import StackRecord
 from local_stack.sail.routes import SERVICE as SAIL_SERVICE
 from local_stack.sail.routes import sail_app
@@ -43,13 +45,16 @@ def make_app(public_url: str) -> web.Application:
     app = web.Application(middlewares=[request_guard.middleware])
     app[GUARD] = request_guard
     app[STORAGE_DIR] = config.storage_dir()
+    app[LANES] = lanes = Lanes.following(app[STORAGE_DIR])
     app.router.add_get("/healthz", healthz)
-    knobs = ClientKnobs(Knobs.from_settings(config.knob_settings_from_env()))
-    sail = sail_app(knobs)
+    knobs = ClientKnobs(
+        Knobs.from_settings(config.knob_settings_from_env()), kept=lanes.is_registered
+    )
+    sail = sail_app(knobs, lanes)
     app.add_subapp("/v1", sail)
     control = control_app(knobs, lambda: sail[SAIL_SERVICE].stats(), app[STORAGE_DIR])
     app.add_subapp("/local", control)
-    mount_tinker(app, app[STORAGE_DIR], public_url, knobs)
+    mount_tinker(app, app[STORAGE_DIR], public_url, knobs, lanes)
     app[WORK_PENDING] = lambda: (
         sail[SAIL_SERVICE].has_pending_work() or app[TINKER_SERVICE].has_pending_work()
     )

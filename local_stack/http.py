@@ -20,6 +20,7 @@ from aiohttp import web
 
 from local_stack.config import SAIL_KEY_PREFIX, client_from_key
 from local_stack.engine.compute import run_decode
+from local_stack.lanes import Lanes
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,15 @@ class ApiError(Exception):
 
 
 CLIENT = web.RequestKey("client", str)  # the client a request's key names ("" on keyless routes)
+LANES = web.AppKey("lanes", Lanes)  # on the root app: which lane each client takes
+
+
+def lane(request: web.Request) -> str:
+    """The lane the request's client takes (`local_stack.lanes`): its share of the stack's
+    threads and its quotas. Without `LANES` (a test's bare app), the client's own."""
+    lanes = request.config_dict.get(LANES)
+    client = request.get(CLIENT, "")
+    return client if lanes is None else lanes.of(client)
 
 
 @dataclass(frozen=True)
@@ -141,15 +151,15 @@ async def read_json(request: web.Request, *, max_bytes: int, json_type_only: boo
             status=415,
         )
     body = await read_body(request, max_bytes=max_bytes)
-    return await decode(_json_body, body, request.get(CLIENT, ""))
+    return await decode(_json_body, body, lane(request))
 
 
-async def decode(parse: Callable[[bytes], T], body: bytes, client: str) -> T:
-    """`parse(body)`: on the event loop if the body is small, else on the decode thread in
-    `client`'s turn, so that no body, however large, stops the stack's other requests."""
+async def decode(parse: Callable[[bytes], T], body: bytes, lane: str) -> T:
+    """`parse(body)`: on the event loop if the body is small, else on the decoder in
+    `lane`'s turn, so that no body, however large, stops the stack's other requests."""
     if len(body) <= INLINE_DECODE_BYTES:
         return parse(body)
-    return await run_decode(parse, body, client=client)
+    return await run_decode(parse, body, client=lane)
 
 
 def _json_body(body: bytes) -> Any:

@@ -26,8 +26,9 @@ FAULT_KINDS = ("failed", "expired", "http500", "malformed")
 # training steps get the same bound.
 MAX_LATENCY_SECONDS = 600.0
 MAX_SEED = 2**63 - 1  # what torch.Generator.manual_seed accepts
-# Clients with settings of their own, at most; beyond it the least recently set are forgotten
-# (back to the defaults), so a flood of made-up client names cannot grow the stack.
+# Unregistered client names (`local_stack.lanes`) with settings of their own, at most; beyond
+# it the least recently set of them are forgotten (back to the defaults), so a flood of
+# made-up names cannot grow the stack, nor evict a registered client's settings.
 MAX_CLIENTS_WITH_SETTINGS = 1024
 
 
@@ -103,8 +104,11 @@ class Knobs:
 class ClientKnobs:
     """The stack's default knobs and the latencies and faults each client set for itself."""
 
-    def __init__(self, default: Knobs) -> None:
+    def __init__(self, default: Knobs, kept: Callable[[str], bool] = lambda client: False) -> None:
+        """`kept(client)`: whether the client is registered, its settings never forgotten
+        for room (they go when its process leaves, `local_stack.control.routes`)."""
         self.default = default
+        self._kept = kept
         self._own: OrderedDict[str, Knobs] = OrderedDict()
 
     def of(self, client: str) -> Knobs:
@@ -129,8 +133,12 @@ class ClientKnobs:
         self.reset(client)
         if own.as_dict() != {**self.default.as_dict(), "seed": own.seed}:
             self._own[client] = own  # only what differs from the defaults is kept
-            while len(self._own) > MAX_CLIENTS_WITH_SETTINGS:
-                self._own.popitem(last=False)
+            self._forget_unregistered_beyond(MAX_CLIENTS_WITH_SETTINGS)
+
+    def _forget_unregistered_beyond(self, most: int) -> None:
+        unregistered = [name for name in self._own if not self._kept(name)]  # oldest first
+        for name in unregistered[: max(0, len(unregistered) - most)]:
+            del self._own[name]
 
     def reset(self, client: str) -> None:
         """`client` gets the stack's defaults again."""

@@ -41,10 +41,12 @@ from local_stack.http import (
     Handler,
     ServiceStyle,
     decode,
+    lane,
     no_key,
     read_body,
     service_app,
 )
+from local_stack.lanes import Lanes
 from local_stack.tinker import requests, wire
 from local_stack.tinker.requests import Queued
 from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
@@ -90,15 +92,22 @@ ARCHIVE_STYLE = dataclasses.replace(
 
 
 def mount_tinker(
-    app: web.Application, storage_dir: Path, public_url: str, knobs: ClientKnobs | None = None
+    app: web.Application,
+    storage_dir: Path,
+    public_url: str,
+    knobs: ClientKnobs | None = None,
+    lanes: Lanes | None = None,
 ) -> None:
     """Mount the Tinker API at `/api/v1` and the archive downloads at `/tinker/archives`.
 
     Checkpoints go to `storage_dir / "tinker"`, which persists across stack restarts;
     archive URLs point back at `public_url`. `knobs` (the control plane's; all off if not
-    given) sets each client's injected training-step latency.
+    given) sets each client's injected training-step latency; `lanes` (every name its own
+    if not given) which clients share turns and quotas.
     """
-    service = TinkerService(CheckpointStore(storage_dir / "tinker"), knobs or ClientKnobs(Knobs()))
+    service = TinkerService(
+        CheckpointStore(storage_dir / "tinker"), knobs or ClientKnobs(Knobs()), lanes or Lanes()
+    )
     app[SERVICE] = service
     app[PUBLIC_URL] = public_url.rstrip("/")
 
@@ -212,7 +221,7 @@ def _queued(
     async def handler(request: web.Request) -> web.Response:
         service = _service(request)
         body = await _body(request, max_bytes)
-        sent = await decode(functools.partial(requests.decoded, read, parse), body, request[CLIENT])
+        sent = await decode(functools.partial(requests.decoded, read, parse), body, lane(request))
         request_id = service.submit(
             sent.model_id,
             sent.seq_id,
