@@ -7,7 +7,8 @@ quiet machine, `/healthz` within 1 s.
 
 (a) a flood: 5,000 background sampling requests;
 (b) a huge batch: one forward_backward of 2,000 datums of 128 tokens;
-(c) slow archives: two LoRA archives on a loopback server that answers after 25 s;
+(c) slow archives: two LoRA archives of the attacker's that the stack downloads only after
+    25 s (its `archive_latency` knob, as slow storage);
 (d) huge bodies: three raw forward_backward bodies of 470,000 one-token datums (31 MiB);
 (e) metadata: 300 sampling requests with 0.85 MiB of metadata each;
 (f) made-up names: the flood of (a) spread over 64 keys that no process registered.
@@ -22,11 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.server
 import os
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -174,39 +173,21 @@ def training_client(url: str, client: Client) -> tinker.TrainingClient:
     return service.create_lora_training_client(base_model=BASE_MODEL_NAME, rank=RANK)
 
 
-@contextlib.contextmanager
-def slow_archive_server(seconds: float) -> Iterator[str]:
-    """A loopback server whose every GET answers 404 only after `seconds` (or at exit)."""
-    released = threading.Event()
-
-    class Slow(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the http.server spelling)
-            released.wait(seconds)
-            self.send_error(404)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        released.set()
-        server.shutdown()
-        server.server_close()
-
-
-async def own_adapter_url(session: aiohttp.ClientSession, url: str, client: Client) -> str:
-    """A sampler checkpoint `client` trains and saves, and the archive URL Tinker hands it."""
-    path = await asyncio.to_thread(
-        lambda: training_client(url, client).save_weights_for_sampler("fair").result().path
-    )
-    model_id, _, name = path.removeprefix("tinker://").partition("/sampler_weights/")
-    route = f"{url}/api/v1/training_runs/{model_id}/checkpoints/sampler_weights/{name}/archive"
-    async with session.get(route, headers={"X-API-Key": client.tinker_key}) as reply:
-        return (await reply.json())["url"]
+async def own_adapter_urls(
+    session: aiohttp.ClientSession, url: str, client: Client, count: int = 1
+) -> list[str]:
+    """`count` sampler checkpoints `client` trains and saves, and the archive URLs Tinker
+    hands it for them."""
+    trainer = await asyncio.to_thread(training_client, url, client)
+    urls = []
+    for i in range(count):
+        future = await asyncio.to_thread(trainer.save_weights_for_sampler, f"fair{i}")
+        path = (await asyncio.to_thread(future.result)).path
+        model_id, _, name = path.removeprefix("tinker://").partition("/sampler_weights/")
+        route = f"{url}/api/v1/training_runs/{model_id}/checkpoints/sampler_weights/{name}/archive"
+        async with session.get(route, headers={"X-API-Key": client.tinker_key}) as reply:
+            urls.append((await reply.json())["url"])
+    return urls
 
 
 @dataclass(frozen=True)
@@ -356,31 +337,40 @@ async def attack_big_batch(url: str, count: int, timeout: float, healthz_timeout
 async def attack_slow_archives(
     url: str, slow_seconds: float, timeout: float, healthz_timeout: float
 ) -> Figures:
+    """Two LoRA archives of the attacker's own, which the stack downloads only after
+    `slow_seconds` (the attacker's `archive_latency`, as slow storage), while the innocent
+    samples from an adapter of its own."""
     attacker, innocent = Client("archiveattacker"), Client("archiveinnocent")
     with registered(attacker, innocent):
         async with aiohttp.ClientSession() as session:
-            lora = await own_adapter_url(session, url, innocent)
-            with slow_archive_server(slow_seconds) as slow_url:
-                stalls = [
-                    asyncio.ensure_future(
-                        session.post(
-                            f"{url}/v1/responses",
-                            json=create_body(background=True, lora=f"{slow_url}/{i}.tar"),
-                            headers=attacker.sail_headers,
-                        )
+            [lora] = await own_adapter_urls(session, url, innocent)
+            slow_loras = await own_adapter_urls(session, url, attacker, count=2)
+            config_url, slow = f"{url}/local/config", {"archive_latency": slow_seconds}
+            async with session.post(config_url, json=slow, headers=attacker.sail_headers) as r:
+                assert r.status == 200, await r.text()
+            stalls = [
+                asyncio.ensure_future(
+                    session.post(
+                        f"{url}/v1/responses",
+                        json=create_body(background=True, lora=slow_lora),
+                        headers=attacker.sail_headers,
                     )
-                    for i in range(2)
-                ]
-                await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
-                measured = asyncio.ensure_future(
-                    measure_innocent(session, url, innocent, timeout, healthz_timeout, lora=lora)
                 )
-                await asyncio.wait([measured])
-            # The slow server has answered the stalled downloads now: they end at once.
-            for reply in await asyncio.gather(*stalls, return_exceptions=True):
-                if isinstance(reply, aiohttp.ClientResponse):
-                    reply.release()
-            return measured.result()
+                for slow_lora in slow_loras
+            ]
+            try:
+                await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
+                figures = await measure_innocent(
+                    session, url, innocent, timeout, healthz_timeout, lora=lora
+                )
+                # Accepted, and still downloading: the figures are a slow download's.
+                assert not any(stall.done() for stall in stalls), stalls
+                return figures
+            finally:
+                for stall in stalls:  # the stack finishes the slow downloads by itself
+                    stall.cancel()
+                async with session.delete(config_url, headers=attacker.sail_headers):
+                    pass
 
 
 def main() -> None:
@@ -399,7 +389,7 @@ def main() -> None:
                 f"(b) one {BIG_BATCH_DATUMS}-datum forward_backward": lambda: attack_big_batch(
                     url, BIG_BATCH_DATUMS, patient, patient
                 ),
-                f"(c) two {SLOW_ARCHIVE_SECONDS:g} s loopback archives": lambda: (
+                f"(c) two {SLOW_ARCHIVE_SECONDS:g} s archive downloads": lambda: (
                     attack_slow_archives(url, SLOW_ARCHIVE_SECONDS, patient, patient)
                 ),
                 f"(d) {HUGE_BODY_COPIES} raw {HUGE_BODY_DATUMS}-datum bodies": lambda: (

@@ -21,6 +21,7 @@ The wire contract, as the SDK's source defines it:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Callable
@@ -297,8 +298,12 @@ async def archive_url(request: web.Request) -> web.Response:
 
 
 async def archive(request: web.Request) -> web.StreamResponse:
-    """The adapter archive itself; 404 once the checkpoint is deleted or expired."""
-    path = _service(request).archive(requests.checkpoint_ref(request.match_info))
+    """The adapter archive itself, after its owner's `archive_latency`; 404 once the
+    checkpoint is deleted or expired."""
+    service, ref = _service(request), requests.checkpoint_ref(request.match_info)
+    service.archive(ref)
+    await asyncio.sleep(service.archive_latency(ref))
+    path = service.archive(ref)  # again: it may have been deleted meanwhile
     return web.FileResponse(path, headers={"Content-Type": "application/x-tar"})
 
 

@@ -415,6 +415,15 @@ class TinkerService:
     def archive(self, ref: CheckpointRef) -> Path:
         return self.store.archive(ref)
 
+    def archive_latency(self, ref: CheckpointRef) -> float:
+        """How long a download of `ref`'s archive waits first: its owner's knob (the
+        stack's default for a run that records no owner)."""
+        try:
+            owner = self.store.owner(ref.model_id)
+        except CheckpointNotFound:  # no run record: an archive put in place by hand
+            owner = None
+        return self.knobs.of(owner or "").archive_latency
+
 
 def _holder(lane: str) -> str:
     """Who holds a quota, as a refusal's sentence starts: "this client has", or all keys no
