@@ -11,7 +11,9 @@ quiet machine, `/healthz` within 1 s.
     25 s (its `archive_latency` knob, as slow storage);
 (d) huge bodies: three raw forward_backward bodies of 470,000 one-token datums (31 MiB);
 (e) metadata: 300 sampling requests with 0.85 MiB of metadata each;
-(f) made-up names: the flood of (a) spread over 64 keys that no process registered.
+(f) made-up names: the flood of (a) spread over 64 keys that no process registered;
+(g) training clients: 100 rank-128 training clients created at once;
+(h) checkpoints: 200 `save_state` calls at once.
 
 Every client but (f)'s made-up names is registered as a kernel is (`registered`): the stack
 gives registered clients a lane each, and all other names one lane together.
@@ -59,6 +61,9 @@ MIN_PROBES = 3  # an attack's figures are the slowest of at least this many prob
 METADATA_REQUESTS = 300
 METADATA_BYTES = 850 * 1024
 MADE_UP_NAMES = 64
+TRAINING_CLIENTS = 100
+TRAINING_CLIENT_RANK = 128
+SAVES = 200
 
 
 @dataclass(frozen=True)
@@ -313,6 +318,42 @@ async def attack_made_up_names(
             return await measure_innocent(session, url, innocent, timeout, healthz_timeout)
 
 
+async def attack_training_clients(
+    url: str, count: int, timeout: float, healthz_timeout: float
+) -> Figures:
+    """`count` rank-128 training clients created at once (those past the cap are refused)."""
+    attacker, innocent = Client("runsattacker"), Client("runsinnocent")
+    service = tinker.ServiceClient(base_url=url, api_key=attacker.tinker_key)
+
+    def create() -> None:
+        with contextlib.suppress(tinker.BadRequestError):
+            service.create_lora_training_client(
+                base_model=BASE_MODEL_NAME, rank=TRAINING_CLIENT_RANK
+            )
+
+    async def send(session: aiohttp.ClientSession) -> None:
+        await asyncio.to_thread(create)
+
+    return await _probe_during(url, attacker, innocent, send, count, timeout, healthz_timeout)
+
+
+async def attack_saves(url: str, count: int, timeout: float, healthz_timeout: float) -> Figures:
+    """`count` save_state calls of one training client at once (those past the caps are
+    refused)."""
+    attacker, innocent = Client("savesattacker"), Client("savesinnocent")
+    trainer = await asyncio.to_thread(training_client, url, attacker)
+    names = iter(range(count))
+
+    def save() -> None:
+        with contextlib.suppress(tinker.BadRequestError, tinker.RequestFailedError):
+            trainer.save_state(f"flood{next(names)}").result()
+
+    async def send(session: aiohttp.ClientSession) -> None:
+        await asyncio.to_thread(save)
+
+    return await _probe_during(url, attacker, innocent, send, count, timeout, healthz_timeout)
+
+
 async def attack_flood(url: str, count: int, timeout: float, healthz_timeout: float) -> Figures:
     attacker, innocent = Client("floodattacker"), Client("floodinnocent")
     with registered(attacker, innocent):
@@ -400,6 +441,12 @@ def main() -> None:
                 ),
                 f"(f) (a) over {MADE_UP_NAMES} made-up names": lambda: attack_made_up_names(
                     url, MADE_UP_NAMES, FLOOD_REQUESTS // MADE_UP_NAMES, patient, patient
+                ),
+                f"(g) {TRAINING_CLIENTS} training clients at once": lambda: attack_training_clients(
+                    url, TRAINING_CLIENTS, patient, patient
+                ),
+                f"(h) {SAVES} save_state calls at once": lambda: attack_saves(
+                    url, SAVES, patient, patient
                 ),
             }
             print("another client's sampling request and /healthz, during each attack:")
