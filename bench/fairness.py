@@ -7,7 +7,16 @@ quiet machine, `/healthz` within 1 s.
 
 (a) a flood: 5,000 background sampling requests;
 (b) a huge batch: one forward_backward of 2,000 datums of 128 tokens;
-(c) slow archives: two LoRA archives on a loopback server that answers after 25 s.
+(c) slow archives: two LoRA archives of the attacker's that the stack downloads only after
+    25 s (its `archive_latency` knob, as slow storage);
+(d) huge bodies: three raw forward_backward bodies of 470,000 one-token datums (31 MiB);
+(e) metadata: 300 sampling requests with 0.85 MiB of metadata each;
+(f) made-up names: the flood of (a) spread over 64 keys that no process registered;
+(g) training clients: 100 rank-128 training clients created at once;
+(h) checkpoints: 200 `save_state` calls at once.
+
+Every client but (f)'s made-up names is registered as a kernel is (`registered`): the stack
+gives registered clients a lane each, and all other names one lane together.
 
 tests/stack/test_fair_stack.py runs the same attacks, smaller, under client timeouts.
 """
@@ -16,23 +25,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.server
 import os
+import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import aiohttp
 import numpy as np
 import tinker
 from tinker import types
+from tinker.proto import tinker_public_pb2 as pb
 
+from local_stack import config, registry
 from local_stack.config import client_keys
 from local_stack.engine.model import BASE_MODEL_NAME, VOCAB_PATH
 from local_stack.engine.vocab import CompactVocab
 from local_stack.kernel.tiny_model import sail_lora_metadata
+from local_stack.lanes import REFRESH_SECONDS
 
 FLOOD_REQUESTS = 5000
 FLOOD_CONCURRENCY = 64
@@ -42,6 +53,17 @@ SLOW_ARCHIVE_SECONDS = 25.0
 ATTACK_HEAD_START_SECONDS = 1.0  # the innocent arrives once the attack is under way
 PROMPT = [163594, 14062, 163601]  # a few real Kimi ids the tiny vocabulary knows
 RANK = 8  # of the adapter the LoRA attack trains and samples from
+# A raw forward_backward of one-token datums just under the 32 MiB body cap, three at once:
+# decoded on the event loop, such bodies stopped every other client for 11-30 s.
+HUGE_BODY_DATUMS = 470_000
+HUGE_BODY_COPIES = 3
+MIN_PROBES = 3  # an attack's figures are the slowest of at least this many probes
+METADATA_REQUESTS = 300
+METADATA_BYTES = 850 * 1024
+MADE_UP_NAMES = 64
+TRAINING_CLIENTS = 100
+TRAINING_CLIENT_RANK = 128
+SAVES = 200
 
 
 @dataclass(frozen=True)
@@ -57,6 +79,25 @@ class Client:
     @property
     def tinker_key(self) -> str:
         return client_keys(self.name)["TINKER_API_KEY"]
+
+
+@contextlib.contextmanager
+def registered(*clients: Client) -> Iterator[None]:
+    """Register each client with this process's stack as `connect` registers a kernel, with
+    a process of its own (a `sleep` stands in for the kernel), and wait until the stack
+    reads its registry again."""
+    storage = config.storage_dir()
+    stand_ins = [subprocess.Popen(["sleep", "3600"]) for _ in clients]
+    try:
+        for client, process in zip(clients, stand_ins, strict=True):
+            registry.add_client(storage, process.pid, client.name)
+        time.sleep(REFRESH_SECONDS)
+        yield
+    finally:
+        for process in stand_ins:
+            registry.remove_client(storage, process.pid)
+            process.kill()
+            process.wait()
 
 
 def create_body(*, background: bool, max_tokens: int = 16, lora: str | None = None) -> dict:
@@ -137,39 +178,21 @@ def training_client(url: str, client: Client) -> tinker.TrainingClient:
     return service.create_lora_training_client(base_model=BASE_MODEL_NAME, rank=RANK)
 
 
-@contextlib.contextmanager
-def slow_archive_server(seconds: float) -> Iterator[str]:
-    """A loopback server whose every GET answers 404 only after `seconds` (or at exit)."""
-    released = threading.Event()
-
-    class Slow(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the http.server spelling)
-            released.wait(seconds)
-            self.send_error(404)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        released.set()
-        server.shutdown()
-        server.server_close()
-
-
-async def own_adapter_url(session: aiohttp.ClientSession, url: str, client: Client) -> str:
-    """A sampler checkpoint `client` trains and saves, and the archive URL Tinker hands it."""
-    path = await asyncio.to_thread(
-        lambda: training_client(url, client).save_weights_for_sampler("fair").result().path
-    )
-    model_id, _, name = path.removeprefix("tinker://").partition("/sampler_weights/")
-    route = f"{url}/api/v1/training_runs/{model_id}/checkpoints/sampler_weights/{name}/archive"
-    async with session.get(route, headers={"X-API-Key": client.tinker_key}) as reply:
-        return (await reply.json())["url"]
+async def own_adapter_urls(
+    session: aiohttp.ClientSession, url: str, client: Client, count: int = 1
+) -> list[str]:
+    """`count` sampler checkpoints `client` trains and saves, and the archive URLs Tinker
+    hands it for them."""
+    trainer = await asyncio.to_thread(training_client, url, client)
+    urls = []
+    for i in range(count):
+        future = await asyncio.to_thread(trainer.save_weights_for_sampler, f"fair{i}")
+        path = (await asyncio.to_thread(future.result)).path
+        model_id, _, name = path.removeprefix("tinker://").partition("/sampler_weights/")
+        route = f"{url}/api/v1/training_runs/{model_id}/checkpoints/sampler_weights/{name}/archive"
+        async with session.get(route, headers={"X-API-Key": client.tinker_key}) as reply:
+            urls.append((await reply.json())["url"])
+    return urls
 
 
 @dataclass(frozen=True)
@@ -196,52 +219,199 @@ async def measure_innocent(
     return Figures(seconds, health)
 
 
+async def probe_until(
+    attack: asyncio.Future,
+    session: aiohttp.ClientSession,
+    url: str,
+    innocent: Client,
+    timeout: float,
+    healthz_timeout: float,
+) -> Figures:
+    """Probe (the innocent's sample and a `/healthz`, together) one after another until
+    `attack` is done, and at least MIN_PROBES times: the slowest of each."""
+    probes = []
+    while not attack.done() or len(probes) < MIN_PROBES:
+        probes.append(await measure_innocent(session, url, innocent, timeout, healthz_timeout))
+    return Figures(
+        max(probe.innocent_seconds for probe in probes),
+        max(probe.healthz_seconds for probe in probes),
+    )
+
+
+def huge_forward_backward_body(model_id: str, count: int) -> bytes:
+    """A hand-made forward_backward of `count` one-token cross_entropy datums (the SDK
+    never sends more than 1024 datums in one request)."""
+    datum = pb.Datum()
+    chunk = datum.model_input.add()
+    chunk.encoded_text.tokens = np.array([PROMPT[0]], np.int32).tobytes()
+    for name, dtype, value in (("target_tokens", np.int64, PROMPT[1]), ("weights", np.float32, 1)):
+        tensor = datum.loss_fn_inputs[name]
+        tensor.dtype = pb.DTYPE_INT64 if dtype is np.int64 else pb.DTYPE_FLOAT32
+        tensor.dense = np.array([value], dtype).tobytes()
+    message = pb.ForwardBackwardRequest(model_id=model_id, seq_id=1, loss_fn="cross_entropy")
+    message.data.extend([datum] * count)
+    return message.SerializeToString()
+
+
+async def attack_huge_bodies(
+    url: str, count: int, copies: int, timeout: float, healthz_timeout: float
+) -> Figures:
+    """`copies` raw forward_backward bodies of `count` one-token datums, sent at once."""
+    attacker, innocent = Client("bodyattacker"), Client("bodyinnocent")
+    trainer = await asyncio.to_thread(training_client, url, attacker)
+    body = await asyncio.to_thread(huge_forward_backward_body, trainer.model_id, count)
+    headers = {"X-API-Key": attacker.tinker_key, "Content-Type": "application/x-protobuf"}
+
+    async def send(session: aiohttp.ClientSession) -> None:
+        async with session.post(f"{url}/api/v1/forward_backward", data=body, headers=headers) as r:
+            await r.read()  # refused (too many datums) or queued: either way, decoded
+
+    return await _probe_during(url, attacker, innocent, send, copies, timeout, healthz_timeout)
+
+
+async def attack_metadata(
+    url: str, count: int, size: int, timeout: float, healthz_timeout: float
+) -> Figures:
+    """`count` sampling requests with `size` bytes of metadata each, sent at once."""
+    attacker, innocent = Client("metaattacker"), Client("metainnocent")
+    body = create_body(background=True) | {"metadata": {"filler": "x" * size}}
+
+    async def send(session: aiohttp.ClientSession) -> None:
+        async with session.post(
+            f"{url}/v1/responses", json=body, headers=attacker.sail_headers
+        ) as reply:
+            await reply.read()
+
+    return await _probe_during(url, attacker, innocent, send, count, timeout, healthz_timeout)
+
+
+async def _probe_during(
+    url: str,
+    attacker: Client,
+    innocent: Client,
+    send: Callable[[aiohttp.ClientSession], Awaitable[None]],
+    copies: int,
+    timeout: float,
+    healthz_timeout: float,
+) -> Figures:
+    """The innocent's figures while `copies` of `send` run at once (both clients registered)."""
+    with registered(attacker, innocent):
+        async with aiohttp.ClientSession() as session:
+            attack = asyncio.ensure_future(asyncio.gather(*(send(session) for _ in range(copies))))
+            try:
+                return await probe_until(attack, session, url, innocent, timeout, healthz_timeout)
+            finally:
+                await attack
+
+
+async def attack_made_up_names(
+    url: str, names: int, per_name: int, timeout: float, healthz_timeout: float
+) -> Figures:
+    """A flood of background requests from `names` keys no process registered, then the
+    registered innocent's one request."""
+    innocent = Client("namesinnocent")
+    with registered(innocent):
+        async with aiohttp.ClientSession() as session:
+            await asyncio.gather(
+                *(flood(session, url, Client(f"madeup{i}"), per_name) for i in range(names))
+            )
+            return await measure_innocent(session, url, innocent, timeout, healthz_timeout)
+
+
+async def attack_training_clients(
+    url: str, count: int, timeout: float, healthz_timeout: float
+) -> Figures:
+    """`count` rank-128 training clients created at once (those past the cap are refused)."""
+    attacker, innocent = Client("runsattacker"), Client("runsinnocent")
+    service = tinker.ServiceClient(base_url=url, api_key=attacker.tinker_key)
+
+    def create() -> None:
+        with contextlib.suppress(tinker.BadRequestError):
+            service.create_lora_training_client(
+                base_model=BASE_MODEL_NAME, rank=TRAINING_CLIENT_RANK
+            )
+
+    async def send(session: aiohttp.ClientSession) -> None:
+        await asyncio.to_thread(create)
+
+    return await _probe_during(url, attacker, innocent, send, count, timeout, healthz_timeout)
+
+
+async def attack_saves(url: str, count: int, timeout: float, healthz_timeout: float) -> Figures:
+    """`count` save_state calls of one training client at once (those past the caps are
+    refused)."""
+    attacker, innocent = Client("savesattacker"), Client("savesinnocent")
+    trainer = await asyncio.to_thread(training_client, url, attacker)
+    names = iter(range(count))
+
+    def save() -> None:
+        with contextlib.suppress(tinker.BadRequestError, tinker.RequestFailedError):
+            trainer.save_state(f"flood{next(names)}").result()
+
+    async def send(session: aiohttp.ClientSession) -> None:
+        await asyncio.to_thread(save)
+
+    return await _probe_during(url, attacker, innocent, send, count, timeout, healthz_timeout)
+
+
 async def attack_flood(url: str, count: int, timeout: float, healthz_timeout: float) -> Figures:
     attacker, innocent = Client("floodattacker"), Client("floodinnocent")
-    async with aiohttp.ClientSession() as session:
-        await flood(session, url, attacker, count)
-        return await measure_innocent(session, url, innocent, timeout, healthz_timeout)
+    with registered(attacker, innocent):
+        async with aiohttp.ClientSession() as session:
+            await flood(session, url, attacker, count)
+            return await measure_innocent(session, url, innocent, timeout, healthz_timeout)
 
 
 async def attack_big_batch(url: str, count: int, timeout: float, healthz_timeout: float) -> Figures:
     attacker, innocent = Client("batchattacker"), Client("batchinnocent")
-    trainer = await asyncio.to_thread(training_client, url, attacker)
-    data = datums(count)
-    step = await asyncio.to_thread(trainer.forward_backward, data, "importance_sampling")
-    await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
-    async with aiohttp.ClientSession() as session:
-        figures = await measure_innocent(session, url, innocent, timeout, healthz_timeout)
-    await asyncio.to_thread(step.result)  # the attacker's own work still completes
+    with registered(attacker, innocent):
+        trainer = await asyncio.to_thread(training_client, url, attacker)
+        data = datums(count)
+        step = await asyncio.to_thread(trainer.forward_backward, data, "importance_sampling")
+        await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
+        async with aiohttp.ClientSession() as session:
+            figures = await measure_innocent(session, url, innocent, timeout, healthz_timeout)
+        await asyncio.to_thread(step.result)  # the attacker's own work still completes
     return figures
 
 
 async def attack_slow_archives(
     url: str, slow_seconds: float, timeout: float, healthz_timeout: float
 ) -> Figures:
+    """Two LoRA archives of the attacker's own, which the stack downloads only after
+    `slow_seconds` (the attacker's `archive_latency`, as slow storage), while the innocent
+    samples from an adapter of its own."""
     attacker, innocent = Client("archiveattacker"), Client("archiveinnocent")
-    async with aiohttp.ClientSession() as session:
-        lora = await own_adapter_url(session, url, innocent)
-        with slow_archive_server(slow_seconds) as slow_url:
+    with registered(attacker, innocent):
+        async with aiohttp.ClientSession() as session:
+            [lora] = await own_adapter_urls(session, url, innocent)
+            slow_loras = await own_adapter_urls(session, url, attacker, count=2)
+            config_url, slow = f"{url}/local/config", {"archive_latency": slow_seconds}
+            async with session.post(config_url, json=slow, headers=attacker.sail_headers) as r:
+                assert r.status == 200, await r.text()
             stalls = [
                 asyncio.ensure_future(
                     session.post(
                         f"{url}/v1/responses",
-                        json=create_body(background=True, lora=f"{slow_url}/{i}.tar"),
+                        json=create_body(background=True, lora=slow_lora),
                         headers=attacker.sail_headers,
                     )
                 )
-                for i in range(2)
+                for slow_lora in slow_loras
             ]
-            await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
-            measured = asyncio.ensure_future(
-                measure_innocent(session, url, innocent, timeout, healthz_timeout, lora=lora)
-            )
-            await asyncio.wait([measured])
-        # The slow server has answered the stalled downloads now: they end at once.
-        for reply in await asyncio.gather(*stalls, return_exceptions=True):
-            if isinstance(reply, aiohttp.ClientResponse):
-                reply.release()
-        return measured.result()
+            try:
+                await asyncio.sleep(ATTACK_HEAD_START_SECONDS)
+                figures = await measure_innocent(
+                    session, url, innocent, timeout, healthz_timeout, lora=lora
+                )
+                # Accepted, and still downloading: the figures are a slow download's.
+                assert not any(stall.done() for stall in stalls), stalls
+                return figures
+            finally:
+                for stall in stalls:  # the stack finishes the slow downloads by itself
+                    stall.cancel()
+                async with session.delete(config_url, headers=attacker.sail_headers):
+                    pass
 
 
 def main() -> None:
@@ -260,8 +430,23 @@ def main() -> None:
                 f"(b) one {BIG_BATCH_DATUMS}-datum forward_backward": lambda: attack_big_batch(
                     url, BIG_BATCH_DATUMS, patient, patient
                 ),
-                f"(c) two {SLOW_ARCHIVE_SECONDS:g} s loopback archives": lambda: (
+                f"(c) two {SLOW_ARCHIVE_SECONDS:g} s archive downloads": lambda: (
                     attack_slow_archives(url, SLOW_ARCHIVE_SECONDS, patient, patient)
+                ),
+                f"(d) {HUGE_BODY_COPIES} raw {HUGE_BODY_DATUMS}-datum bodies": lambda: (
+                    attack_huge_bodies(url, HUGE_BODY_DATUMS, HUGE_BODY_COPIES, patient, patient)
+                ),
+                f"(e) {METADATA_REQUESTS} requests, big metadata": lambda: attack_metadata(
+                    url, METADATA_REQUESTS, METADATA_BYTES, patient, patient
+                ),
+                f"(f) (a) over {MADE_UP_NAMES} made-up names": lambda: attack_made_up_names(
+                    url, MADE_UP_NAMES, FLOOD_REQUESTS // MADE_UP_NAMES, patient, patient
+                ),
+                f"(g) {TRAINING_CLIENTS} training clients at once": lambda: attack_training_clients(
+                    url, TRAINING_CLIENTS, patient, patient
+                ),
+                f"(h) {SAVES} save_state calls at once": lambda: attack_saves(
+                    url, SAVES, patient, patient
                 ),
             }
             print("another client's sampling request and /healthz, during each attack:")

@@ -24,6 +24,9 @@ from yarl import URL
 from local_stack import config, guard, idle, registry
 from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.control.routes import control_app
+from local_stack.engine import compute
+from local_stack.http import LANES
+from local_stack.lanes import Lanes
 from local_stack.registry import StackRecord
 from local_stack.sail.routes import SERVICE as SAIL_SERVICE
 from local_stack.sail.routes import sail_app
@@ -42,13 +45,16 @@ def make_app(public_url: str) -> web.Application:
     app = web.Application(middlewares=[request_guard.middleware])
     app[GUARD] = request_guard
     app[STORAGE_DIR] = config.storage_dir()
+    app[LANES] = lanes = Lanes.following(app[STORAGE_DIR])
     app.router.add_get("/healthz", healthz)
-    knobs = ClientKnobs(Knobs.from_settings(config.knob_settings_from_env()))
-    sail = sail_app(knobs)
+    knobs = ClientKnobs(
+        Knobs.from_settings(config.knob_settings_from_env()), kept=lanes.is_registered
+    )
+    sail = sail_app(knobs, lanes)
     app.add_subapp("/v1", sail)
     control = control_app(knobs, lambda: sail[SAIL_SERVICE].stats(), app[STORAGE_DIR])
     app.add_subapp("/local", control)
-    mount_tinker(app, app[STORAGE_DIR], public_url, knobs)
+    mount_tinker(app, app[STORAGE_DIR], public_url, knobs, lanes)
     app[WORK_PENDING] = lambda: (
         sail[SAIL_SERVICE].has_pending_work() or app[TINKER_SERVICE].has_pending_work()
     )
@@ -63,6 +69,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 def serve(port: int) -> None:
     """Serve until SIGINT/SIGTERM, or until idle (see `local_stack.idle`)."""
+    compute.decode_in_a_process()  # first: the child must inherit no socket or lock
     torch.set_num_threads(config.torch_threads())
     max_connections = guard.connection_limit(guard.raise_descriptor_limit())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -20,14 +20,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-KNOB_NAMES = ("latency", "train_latency", "faults", "seed")
+KNOB_NAMES = ("latency", "train_latency", "archive_latency", "faults", "seed")
 FAULT_KINDS = ("failed", "expired", "http500", "malformed")
 # A response held longer than this would outlast the SDK's default polling budget anyway;
-# training steps get the same bound.
+# training steps and archive downloads get the same bound.
 MAX_LATENCY_SECONDS = 600.0
 MAX_SEED = 2**63 - 1  # what torch.Generator.manual_seed accepts
-# Clients with settings of their own, at most; beyond it the least recently set are forgotten
-# (back to the defaults), so a flood of made-up client names cannot grow the stack.
+# Unregistered client names (`local_stack.lanes`) with settings of their own, at most; beyond
+# it the least recently set of them are forgotten (back to the defaults), so a flood of
+# made-up names cannot grow the stack, nor evict a registered client's settings.
 MAX_CLIENTS_WITH_SETTINGS = 1024
 
 
@@ -38,10 +39,13 @@ class Knobs:
     `latency`: seconds before a Sail response may report done (a completion window).
     `train_latency`: seconds a Tinker training step (its forward_backward calls and the
     optim_step that ends it) takes at least, as a step on a large model would.
+    `archive_latency`: seconds before a download of the client's checkpoint archives (the
+    signed-URL stand-in Sail fetches adapters from) starts, as slow storage would.
     """
 
     latency: float = 0.0
     train_latency: float = 0.0
+    archive_latency: float = 0.0
     faults: dict[str, float] = field(default_factory=dict)
     seed: int = 0
     _reseed_listeners: list[Callable[[int], None]] = field(default_factory=list, repr=False)
@@ -57,7 +61,8 @@ class Knobs:
         self._reseed_listeners.append(listener)
 
     def update(self, changes: Mapping[str, Any]) -> None:
-        """Apply `{"latency", "train_latency", "faults", "seed"}`, all or nothing.
+        """Apply `{"latency", "train_latency", "archive_latency", "faults", "seed"}`, all or
+        nothing.
 
         Every value is checked before any is applied, so a refused change changes nothing.
         Faults come as a mapping or as text like `failed=0.1,http500=0.05`; numbers may be
@@ -70,9 +75,13 @@ class Knobs:
             raise ValueError(f"unknown knobs {unknown}; the knobs are {list(KNOB_NAMES)}")
         latency = _latency("latency", changes.get("latency", self.latency))
         train_latency = _latency("train_latency", changes.get("train_latency", self.train_latency))
+        archive_latency = _latency(
+            "archive_latency", changes.get("archive_latency", self.archive_latency)
+        )
         faults = _faults(changes["faults"]) if "faults" in changes else self.faults
         seed = _seed(changes["seed"]) if "seed" in changes else self.seed
         self.latency, self.train_latency = latency, train_latency
+        self.archive_latency = archive_latency
         self.faults, self.seed = faults, seed
         if "seed" in changes:
             for listener in self._reseed_listeners:
@@ -82,13 +91,16 @@ class Knobs:
         return {
             "latency": self.latency,
             "train_latency": self.train_latency,
+            "archive_latency": self.archive_latency,
             "faults": dict(self.faults),
             "seed": self.seed,
         }
 
     def copy(self) -> Knobs:
         """The same values, without the listeners."""
-        return Knobs(self.latency, self.train_latency, dict(self.faults), self.seed)
+        return Knobs(
+            self.latency, self.train_latency, self.archive_latency, dict(self.faults), self.seed
+        )
 
     def draw_fault(self, rng: random.Random) -> str | None:
         """Which fault, if any, one response suffers."""
@@ -103,8 +115,11 @@ class Knobs:
 class ClientKnobs:
     """The stack's default knobs and the latencies and faults each client set for itself."""
 
-    def __init__(self, default: Knobs) -> None:
+    def __init__(self, default: Knobs, kept: Callable[[str], bool] = lambda client: False) -> None:
+        """`kept(client)`: whether the client is registered, its settings never forgotten
+        for room (they go when its process leaves, `local_stack.control.routes`)."""
         self.default = default
+        self._kept = kept
         self._own: OrderedDict[str, Knobs] = OrderedDict()
 
     def of(self, client: str) -> Knobs:
@@ -129,8 +144,12 @@ class ClientKnobs:
         self.reset(client)
         if own.as_dict() != {**self.default.as_dict(), "seed": own.seed}:
             self._own[client] = own  # only what differs from the defaults is kept
-            while len(self._own) > MAX_CLIENTS_WITH_SETTINGS:
-                self._own.popitem(last=False)
+            self._forget_unregistered_beyond(MAX_CLIENTS_WITH_SETTINGS)
+
+    def _forget_unregistered_beyond(self, most: int) -> None:
+        unregistered = [name for name in self._own if not self._kept(name)]  # oldest first
+        for name in unregistered[: max(0, len(unregistered) - most)]:
+            del self._own[name]
 
     def reset(self, client: str) -> None:
         """`client` gets the stack's defaults again."""

@@ -28,7 +28,7 @@ import shutil
 import tarfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -219,6 +219,16 @@ class CheckpointStore:
 
     def delete(self, ref: CheckpointRef) -> None:
         self._remove(self.find(ref))
+
+    def usage(self, model_ids: Iterable[str]) -> tuple[int, int]:
+        """How many checkpoints the runs `model_ids` have on disk, and their bytes (expired
+        ones count until `delete_expired` removes them)."""
+        count = size = 0
+        for model_id in model_ids:
+            for meta in (self.root / model_id).glob(f"*/*/{META_FILE}"):
+                count += 1
+                size += sum(f.stat().st_size for f in meta.parent.iterdir() if f.is_file())
+        return count, size
 
     def delete_expired(self) -> int:
         """Delete every checkpoint whose TTL has passed; returns how many."""

@@ -1,4 +1,5 @@
-"""One worker thread for all model compute in the local stack, taken in turns by client.
+"""One worker thread for all model compute in the local stack, taken in turns by client; and
+one decoder for request bodies too large to decode on the event loop, taken the same way.
 
 Sampling and training share two CPU cores; running them one at a time on a single
 thread keeps torch from oversubscribing the cores and keeps the event loop free to
@@ -9,23 +10,53 @@ client (the name its key carries) waits in its own queue, and the clients with w
 turns, one job each. A client that queues a thousand jobs delays another client's single
 job by one of its jobs, not a thousand. Long work is cut into slices (`run_compute_sliced`),
 each its own turn, so that one huge request cannot hold the thread for long either.
+
+Decoding a large body (a 32 MiB forward_backward takes about a second) on the event loop
+would stop every other request meanwhile, `/healthz` included. On a thread it stops nobody's
+requests, but protobuf's parser holds the interpreter lock for most of that time, and the
+compute thread, which takes the lock back after every torch operation, then sampled ten
+times slower (measured). So the server decodes in a child process (`decode_in_a_process`);
+elsewhere (a server mounted in a test's own process, or a platform without `fork`) the
+decoder is a thread. Bodies of the course's normal size decode on the event loop, where that
+costs microseconds and waits behind no one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import multiprocessing
+import sys
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Literal, TypeVar
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 # The lane of work no client asked for (loading the model at start).
 STACK_CLIENT = ""
 
-_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-compute")
+Worker = Literal["compute", "decode"]
+_WORKERS: dict[Worker, Executor] = {
+    "compute": ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-compute"),
+    "decode": ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-decode"),
+}
+
+
+def decode_in_a_process() -> None:
+    """Decode in a child process from now on. The server calls this first thing, while it
+    has one thread and holds no socket or lock that the child would inherit. Only where
+    `fork` is the platform's way (Linux): a spawned child would load torch all over again."""
+    if sys.platform != "linux":
+        return
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    pool.submit(int).result()  # fork now, not later from a process with threads
+    _WORKERS["decode"] = pool
 
 
 class _Turns:
@@ -70,22 +101,45 @@ class _Turns:
         self.busy = False
 
 
-_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = weakref.WeakKeyDictionary()
+# Each event loop's turns, one per worker.
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Worker, _Turns]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def _turns() -> _Turns:
-    loop = asyncio.get_running_loop()
-    if loop not in _TURNS:
-        _TURNS[loop] = _Turns()
-    return _TURNS[loop]
+def _turns(worker: Worker) -> _Turns:
+    by_worker = _TURNS.setdefault(asyncio.get_running_loop(), {})
+    if worker not in by_worker:
+        by_worker[worker] = _Turns()
+    return by_worker[worker]
 
 
 async def run_compute(fn: Callable[..., T], *args: object, client: str = STACK_CLIENT) -> T:
     """Run `fn(*args)` on the compute thread, in `client`'s turn, and await its result."""
-    turns = _turns()
+    return await _run_in_turn("compute", fn, args, client)
+
+
+async def run_decode(fn: Callable[..., T], *args: object, client: str = STACK_CLIENT) -> T:
+    """Run `fn(*args)` on the decoder, in `client`'s turn, and await its result. In a child
+    process `fn`, its arguments and its result (or exception) must pickle."""
+    try:
+        return await _run_in_turn("decode", fn, args, client)
+    except BrokenProcessPool:
+        # The child died (killed, out of memory) during this request, which is not retried:
+        # it may be what killed it. Later ones decode on a thread (forking now, from a
+        # process with threads, is not safe).
+        logger.exception("the decode process died; decoding on a thread from now on")
+        _WORKERS["decode"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-decode")
+        raise RuntimeError("the stack's decode process died while decoding this request") from None
+
+
+async def _run_in_turn(
+    worker: Worker, fn: Callable[..., T], args: tuple[object, ...], client: str
+) -> T:
+    turns = _turns(worker)
     await turns.take(client)
     try:
-        return await asyncio.get_running_loop().run_in_executor(_EXECUTOR, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(_WORKERS[worker], fn, *args)
     finally:
         turns.give_back()
 

@@ -31,6 +31,15 @@ MAX_TEMPERATURE = 2.0
 MIN_TOP_P = 0.001
 MAX_TOKEN_ID = 2**31 - 1
 MAX_STOP_IDS = 64
+# A response keeps its metadata as long as the response is stored. Sail's own limits are not
+# in its SDK, which sends at most four keys of its own (completion_window; with a Tinker LoRA,
+# `lora`, a signed URL, `tinker_adapter_config`, compact JSON of about 300 characters, and
+# `tinker_lora_name`) plus any the caller adds. Sixteen keys of 64 characters are the usual
+# API bounds (OpenAI's); values may be longer than the usual 512, as a signed URL can be.
+MAX_METADATA_KEYS = 16
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 8192
+MAX_METADATA_CHARS = 16384  # keys and values together
 
 
 @dataclass(frozen=True)
@@ -185,8 +194,27 @@ def _top_p(body: dict[str, Any]) -> float:
 
 def _metadata(value: Any) -> dict[str, str]:
     metadata = {} if value is None else value
-    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+    if not isinstance(metadata, dict):
         raise ApiError("metadata must be an object of strings", param="metadata")
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise ApiError(
+            f"metadata has {len(metadata)} keys; at most {MAX_METADATA_KEYS} are allowed",
+            param="metadata",
+        )
+    if not all(isinstance(v, str) for v in metadata.values()):
+        raise ApiError("metadata must be an object of strings", param="metadata")
+    longest_key = max(map(len, metadata), default=0)
+    longest_value = max(map(len, metadata.values()), default=0)
+    total = sum(map(len, metadata)) + sum(map(len, metadata.values()))
+    for size, limit, what in (
+        (longest_key, MAX_METADATA_KEY_CHARS, "a metadata key"),
+        (longest_value, MAX_METADATA_VALUE_CHARS, "a metadata value"),
+        (total, MAX_METADATA_CHARS, "metadata (keys and values together)"),
+    ):
+        if size > limit:
+            raise ApiError(
+                f"{what} has {size} characters; at most {limit} are allowed", param="metadata"
+            )
     return metadata
 
 

@@ -24,6 +24,7 @@ from local_stack.config import SAIL_API_KEY, SAIL_KEY_PREFIX
 from local_stack.control.knobs import ClientKnobs
 from local_stack.engine.compute import run_compute
 from local_stack.http import CLIENT, ApiError, ServiceStyle, bearer_client, read_json, service_app
+from local_stack.lanes import Lanes
 from local_stack.sail.files import read_upload
 from local_stack.sail.loras import parse_create_body
 from local_stack.sail.requests import parse_sampling_request
@@ -37,6 +38,7 @@ MAX_LORA_BODY_BYTES = 64 * 1024  # a name, model ids and two file ids
 
 SERVICE = web.AppKey("sail_service", SailService)
 KNOBS = web.AppKey("sail_knobs", ClientKnobs)
+SAIL_LANES = web.AppKey("sail_lanes", Lanes)
 
 
 def _error_body(error: ApiError) -> dict:
@@ -59,10 +61,12 @@ SAIL_STYLE = ServiceStyle(
 )
 
 
-def sail_app(knobs: ClientKnobs) -> web.Application:
-    """The Sail sub-app; its service (and the model) loads when the app starts."""
+def sail_app(knobs: ClientKnobs, lanes: Lanes | None = None) -> web.Application:
+    """The Sail sub-app; its service (and the model) loads when the app starts. `lanes`
+    (every name its own if not given) says which clients share turns and quotas."""
     app = service_app(SAIL_STYLE)
     app[KNOBS] = knobs
+    app[SAIL_LANES] = lanes or Lanes()
     app.router.add_post("/responses", create_response)
     app.router.add_get("/responses/{id}", retrieve_response)
     app.router.add_post("/files", upload_file)
@@ -75,7 +79,7 @@ def sail_app(knobs: ClientKnobs) -> web.Application:
 
 
 async def _start_service(app: web.Application) -> None:
-    app[SERVICE] = await run_compute(SailService, app[KNOBS])
+    app[SERVICE] = await run_compute(SailService, app[KNOBS], app[SAIL_LANES])
 
 
 async def _stop_service(app: web.Application) -> None:

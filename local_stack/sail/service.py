@@ -20,6 +20,7 @@ from kimi import offline_kimi_tokenizer
 from local_stack.control.knobs import ClientKnobs
 from local_stack.engine.model import BASE_MODEL_DIRS, BASE_MODEL_NAME, load_base_model
 from local_stack.http import ApiError
+from local_stack.lanes import SHARED_LANE, Lanes
 from local_stack.sail import wire
 from local_stack.sail.adapters import Adapter, AdapterCache
 from local_stack.sail.batcher import Batcher, Job
@@ -37,6 +38,12 @@ FOREGROUND_POLL_SECONDS = 0.05
 # beyond MAX_STORED_RESPONSES, so a flood of creates cannot grow the server without bound.
 RESPONSE_TTL_SECONDS = 3600.0
 MAX_STORED_RESPONSES = 20_000
+# Responses one client holds at most (queued, sampling, or done and not yet forgotten; keys no
+# process registered share one quota, `local_stack.lanes`). A GRPO step of the course creates
+# a few hundred at once. At the cap the client's oldest finished response is forgotten for
+# the new one (the SDK retrieves each as soon as it is done), so one client's flood never
+# pushes out another's responses; if none has finished, the create is refused.
+MAX_RESPONSES_PER_CLIENT = 4096
 # Faults decided at creation that end a response without sampling it.
 ENDING_FAULTS = {"failed": "server_error", "expired": "expired"}
 
@@ -52,7 +59,13 @@ class StoredResponse:
     ready_at: float  # monotonic time before which it reports in_progress
     fault: str | None
     job: Job | None  # None when a fault ends it without sampling
+    lane: str = ""  # whose quota it counts against
     body: dict[str, Any] | None = None  # the final body, once there is one
+
+    def finished(self, now: float) -> bool:
+        """Whether its final body is ready (sampled, or ended by a fault)."""
+        sampled = self.job is None or self.job.done.done()
+        return self.body is not None or (sampled and self.ready_at <= now)
 
     def envelope(self) -> dict[str, Any]:
         return wire.envelope(self.id, self.created_at, self.request.model, self.request.metadata)
@@ -61,7 +74,7 @@ class StoredResponse:
 class SailService:
     """State behind the routes: base model, vocabulary, adapters, responses, knobs."""
 
-    def __init__(self, knobs: ClientKnobs) -> None:
+    def __init__(self, knobs: ClientKnobs, lanes: Lanes | None = None) -> None:
         # Every base model the stack serves, by name, with its vocabulary.
         served = {name: load_base_model(name) for name in BASE_MODEL_DIRS}
         self.base_models = {name: model for name, (model, _) in served.items()}
@@ -69,12 +82,14 @@ class SailService:
         self.base_model, self.vocab = served[BASE_MODEL_NAME]
         self.tokenizer = offline_kimi_tokenizer()  # for the `text` field; slow to build
         self.knobs = knobs
+        self.lanes = lanes or Lanes()  # which clients share turns and quotas
         self.fault_rng = random.Random(knobs.default.seed)
         self.batcher = Batcher(torch.Generator().manual_seed(knobs.default.seed))
         self.adapters = AdapterCache()
         self.files = FileStore()
         self.loras = LoraRegistry(self.files, tuple(BASE_MODEL_DIRS))
         self.responses: dict[str, StoredResponse] = {}
+        self._held: dict[str, dict[str, StoredResponse]] = {}  # by lane, oldest first
         knobs.default.on_reseed(self.reseed)
 
     def reseed(self, seed: int) -> None:
@@ -91,18 +106,18 @@ class SailService:
 
     async def create(self, request: SamplingRequest, client: str = "") -> StoredResponse:
         """Accept a checked request from `client`: load its adapter, queue it for decoding
-        under the client's own latency and faults (clients' requests take turns on the
-        compute thread).
+        under the client's own latency and faults (clients' lanes, `local_stack.lanes`, take
+        turns on the compute thread).
 
         Injected latency counts from the request's arrival, so loading the adapter, like
         decoding, happens inside it rather than adding to it.
         """
-        knobs = self.knobs.of(client)
+        knobs, lane = self.knobs.of(client), self.lanes.of(client)
         arrived, latency = time.monotonic(), knobs.latency
         model_key, model = f"base:{request.model}", self.base_models[request.model]
         vocab = self.vocabs[request.model]
         if request.lora is not None:
-            adapter = await self._adapter(request, client)
+            adapter = await self._adapter(request, lane)
             trained_on = adapter.config.get("base_model_name_or_path", request.model)
             if trained_on != request.model:
                 raise ApiError(
@@ -113,12 +128,13 @@ class SailService:
             # Keyed by the model itself: queued jobs hold it, so its id cannot be reused by
             # another adapter while they wait (an evicted or deleted Adapter's could).
             model_key, model = f"lora:{id(adapter.model)}", adapter.model
+        self._make_room(lane)
         fault = knobs.draw_fault(self.fault_rng)
         job = None
         if fault not in ENDING_FAULTS:
             done = asyncio.get_running_loop().create_future()
             job = Job(
-                vocab.to_compact(request.prompt), request.params, model_key, model, done, client
+                vocab.to_compact(request.prompt), request.params, model_key, model, done, lane
             )
             self.batcher.submit(job)
         self._forget_old_responses()
@@ -130,9 +146,35 @@ class SailService:
             ready_at=arrived + latency,
             fault=fault,
             job=job,
+            lane=lane,
         )
         self.responses[stored.id] = stored
+        self._held.setdefault(lane, {})[stored.id] = stored
         return stored
+
+    def _make_room(self, lane: str) -> None:
+        """Room for one more of `lane`'s responses: at its cap, its oldest finished one is
+        forgotten; if none has finished, a 429 says so."""
+        held = self._held.get(lane, {})
+        if len(held) < MAX_RESPONSES_PER_CLIENT:
+            return
+        now = time.monotonic()
+        oldest_finished = next((r for r in held.values() if r.finished(now)), None)
+        if oldest_finished is None:
+            whose = "your" if lane != SHARED_LANE else "unregistered keys' (they share one quota)"
+            raise ApiError(
+                f"{MAX_RESPONSES_PER_CLIENT} of {whose} responses are still in progress, the "
+                "most one client may have; wait for some to finish before creating more",
+                status=429,
+            )
+        self._forget(oldest_finished)
+
+    def _forget(self, stored: StoredResponse) -> None:
+        del self.responses[stored.id]
+        held = self._held[stored.lane]
+        del held[stored.id]
+        if not held:
+            del self._held[stored.lane]
 
     def has_pending_work(self) -> bool:
         """Whether a response is still queued, decoding, or inside its injected latency."""
@@ -149,11 +191,12 @@ class SailService:
     def queued_body(self, stored: StoredResponse) -> dict[str, Any]:
         return wire.pending(stored.envelope(), "queued")
 
-    async def _adapter(self, request: SamplingRequest, client: str) -> Adapter:
-        """An uploaded LoRA by name or id, or a Tinker archive by URL."""
+    async def _adapter(self, request: SamplingRequest, lane: str) -> Adapter:
+        """An uploaded LoRA by name or id, or a Tinker archive by URL (fetched and loaded in
+        `lane`'s download slots and turns)."""
         if isinstance(request.lora, NamedLora):
             return self.loras.adapter_for(request.client, request.lora.name_or_id, request.model)
-        return await self.adapters.get(request.lora, client)
+        return await self.adapters.get(request.lora, lane)
 
     async def wait(self, stored: StoredResponse) -> dict[str, Any]:
         """The response's current body; waits up to LONG_POLL_SECONDS for it to finish.
@@ -208,4 +251,4 @@ class SailService:
             oldest = next(iter(self.responses.values()))
             if oldest.created_at > cutoff and len(self.responses) < MAX_STORED_RESPONSES:
                 break
-            del self.responses[oldest.id]
+            self._forget(oldest)

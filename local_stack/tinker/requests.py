@@ -7,11 +7,12 @@ pydantic request types (`tinker.types`) define the JSON shapes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pydantic
 from tinker import types
@@ -32,6 +33,10 @@ MAX_LORA_RANK = 128
 MAX_ID_CHARS = 128
 MAX_SEQ_ID = 2**31 - 1  # seq ids and model_seq_ids are int32 on Tinker's wire
 MAX_SEED = 2**63 - 1
+# Datums in one forward_backward request: the SDK sends a larger batch as chunks of at most
+# this many (its `fwdbwd_max_chunk_len`, which the stack's client config also names), so
+# only a hand-made request has more; each datum costs Python work to decode and check.
+MAX_DATUMS = 1024
 # The optimizer settings the local stack accepts, and how its 400 message says so.
 ADAM_RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
     "learning_rate": (lambda x: 0 <= x <= 1, "between 0 and 1"),
@@ -128,6 +133,34 @@ def queued_forward_backward(body: bytes) -> Queued[pb.ForwardBackwardRequest]:
     return _queued(message.model_id, message.seq_id, message)
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """A request to a model, decoded: its position, its body's digest (a retry sends the same
+    body), and its parsed rest or the error parsing it raised, raised only once its seq_id
+    is claimed (see `Queued`). Plain values: it may come back from the decode process."""
+
+    model_id: str
+    seq_id: int | None
+    digest: str
+    parsed: object = None
+    error: Exception | None = None
+
+    def message(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.parsed
+
+
+def decoded(read: Callable[[bytes], Queued], parse: Callable[[Any], Any], body: bytes) -> Decoded:
+    """`body` read (its position; errors raise now) and parsed (errors wait, see `Decoded`)."""
+    queued = read(body)
+    digest = hashlib.sha256(body).hexdigest()
+    try:
+        return Decoded(queued.model_id, queued.seq_id, digest, parsed=parse(queued.message))
+    except Exception as error:
+        return Decoded(queued.model_id, queued.seq_id, digest, error=error)
+
+
 def _queued(model_id: object, seq_id: object, message: M) -> Queued[M]:
     """Only a seq_id the SDK could have sent: from 1 (None in JSON: the model's next)."""
     if seq_id is not None:
@@ -150,6 +183,11 @@ def forward_backward(msg: pb.ForwardBackwardRequest) -> ForwardBackward:
     config = loss_config(msg.loss_fn, sent_loss_config(msg))
     if not msg.data:
         raise ValueError("forward_backward needs at least one datum")
+    if len(msg.data) > MAX_DATUMS:
+        raise ValueError(
+            f"forward_backward takes at most {MAX_DATUMS} datums in one request, got "
+            f"{len(msg.data)}: send the batch through the SDK, which splits it into chunks"
+        )
     data = []
     for i, wire_datum in enumerate(msg.data):
         try:

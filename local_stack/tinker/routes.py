@@ -21,8 +21,9 @@ The wire contract, as the SDK's source defines it:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import hashlib
+import functools
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +36,18 @@ from local_stack.config import TINKER_API_KEY, TINKER_KEY_PREFIX, client_from_ke
 from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.engine.checkpoints import CheckpointNotFound, CheckpointStore
 from local_stack.engine.trainer import ForwardBackwardResult
-from local_stack.http import CLIENT, ApiError, Handler, ServiceStyle, no_key, read_body, service_app
+from local_stack.http import (
+    CLIENT,
+    ApiError,
+    Handler,
+    ServiceStyle,
+    decode,
+    lane,
+    no_key,
+    read_body,
+    service_app,
+)
+from local_stack.lanes import Lanes
 from local_stack.tinker import requests, wire
 from local_stack.tinker.requests import Queued
 from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
@@ -81,15 +93,22 @@ ARCHIVE_STYLE = dataclasses.replace(
 
 
 def mount_tinker(
-    app: web.Application, storage_dir: Path, public_url: str, knobs: ClientKnobs | None = None
+    app: web.Application,
+    storage_dir: Path,
+    public_url: str,
+    knobs: ClientKnobs | None = None,
+    lanes: Lanes | None = None,
 ) -> None:
     """Mount the Tinker API at `/api/v1` and the archive downloads at `/tinker/archives`.
 
     Checkpoints go to `storage_dir / "tinker"`, which persists across stack restarts;
     archive URLs point back at `public_url`. `knobs` (the control plane's; all off if not
-    given) sets each client's injected training-step latency.
+    given) sets each client's injected training-step latency; `lanes` (every name its own
+    if not given) which clients share turns and quotas.
     """
-    service = TinkerService(CheckpointStore(storage_dir / "tinker"), knobs or ClientKnobs(Knobs()))
+    service = TinkerService(
+        CheckpointStore(storage_dir / "tinker"), knobs or ClientKnobs(Knobs()), lanes or Lanes()
+    )
     app[SERVICE] = service
     app[PUBLIC_URL] = public_url.rstrip("/")
 
@@ -128,8 +147,15 @@ def _future(request_id: str, model_id: str) -> web.Response:
 
 
 async def client_config(request: web.Request) -> web.Response:
-    # No JWT exchange, plain httpx transport, uncompressed forward_backward bodies.
-    return _json({"pjwt_auth_enabled": False, "use_pyqwest_transport": False})
+    # No JWT exchange, plain httpx transport, uncompressed forward_backward bodies, and
+    # forward_backward chunks no longer than the stack takes (the SDK's default too).
+    return _json(
+        {
+            "pjwt_auth_enabled": False,
+            "use_pyqwest_transport": False,
+            "fwdbwd_max_chunk_len": requests.MAX_DATUMS,
+        }
+    )
 
 
 async def empty(request: web.Request) -> web.Response:
@@ -190,20 +216,21 @@ def _queued(
     plan: Callable[[TinkerService, TrainingModel, Any], Callable[[], object]],
     max_bytes: int = MAX_BODY_BYTES,
 ) -> Handler:
-    """A handler for a request to a model: `read` its position, queue `plan(parse(rest))`."""
+    """A handler for a request to a model: `read` its position, queue `plan(parse(rest))`.
+    A large body is decoded off the event loop (`local_stack.http.decode`)."""
 
     async def handler(request: web.Request) -> web.Response:
         service = _service(request)
         body = await _body(request, max_bytes)
-        queued = read(body)
+        sent = await decode(functools.partial(requests.decoded, read, parse), body, lane(request))
         request_id = service.submit(
-            queued.model_id,
-            queued.seq_id,
-            hashlib.sha256(body).hexdigest(),
-            lambda model: plan(service, model, parse(queued.message)),
+            sent.model_id,
+            sent.seq_id,
+            sent.digest,
+            lambda model: plan(service, model, sent.message()),
             request[CLIENT],
         )
-        return _future(request_id, queued.model_id)
+        return _future(request_id, sent.model_id)
 
     return handler
 
@@ -271,8 +298,12 @@ async def archive_url(request: web.Request) -> web.Response:
 
 
 async def archive(request: web.Request) -> web.StreamResponse:
-    """The adapter archive itself; 404 once the checkpoint is deleted or expired."""
-    path = _service(request).archive(requests.checkpoint_ref(request.match_info))
+    """The adapter archive itself, after its owner's `archive_latency`; 404 once the
+    checkpoint is deleted or expired."""
+    service, ref = _service(request), requests.checkpoint_ref(request.match_info)
+    service.archive(ref)
+    await asyncio.sleep(service.archive_latency(ref))
+    path = service.archive(ref)  # again: it may have been deleted meanwhile
     return web.FileResponse(path, headers={"Content-Type": "application/x-tar"})
 
 

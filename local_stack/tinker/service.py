@@ -30,7 +30,7 @@ import asyncio
 import functools
 import secrets
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,6 +52,7 @@ from local_stack.engine.model import (
     load_base_model,
 )
 from local_stack.engine.trainer import MODULE_GROUPS, ForwardBackwardResult, LoraTrainer
+from local_stack.lanes import SHARED_LANE, Lanes
 from local_stack.tinker.futures import Future, FutureTable, Job, RequestSequencer, Sliced
 from local_stack.tinker.requests import ForwardBackward, Load, NewModel, Save
 
@@ -60,6 +61,15 @@ RETRY_MEMORY = 64
 
 # What a model's queued request computes: a JSON result, or forward_backward's tensors.
 Result = dict | ForwardBackwardResult
+
+# What one client may hold (made-up keys share one quota, `local_stack.lanes`). A notebook
+# trains one or two runs and deletes each checkpoint once superseded, so it holds two or
+# three; the caps leave room for a long sweep in one kernel. A run holds its adapter and
+# Adam's moments in memory (about 2.6 MB at rank 128, the largest rank); a checkpoint up to
+# about 5.6 MB on disk.
+MAX_TRAINING_RUNS = 64
+MAX_CHECKPOINTS = 512
+MAX_CHECKPOINT_BYTES = 1024**3
 
 FUTURE_RETENTION_SECONDS = 3600.0
 SWEEP_SECONDS = 60.0
@@ -111,12 +121,14 @@ class StepPart:
 class TinkerService:
     """Sessions, training models and their queued work, and the checkpoint store."""
 
-    def __init__(self, store: CheckpointStore, knobs: ClientKnobs) -> None:
+    def __init__(self, store: CheckpointStore, knobs: ClientKnobs, lanes: Lanes) -> None:
         self.store = store
         self.knobs = knobs
+        self.lanes = lanes
         self.sessions: dict[str, Session] = {}
         self.models: dict[str, TrainingModel] = {}
-        self._building: set[str] = set()
+        self._building: dict[str, str] = {}  # model id -> its lane, until built
+        self._saves_queued: Counter[str] = Counter()  # by lane
         self.futures = FutureTable()
         self._tasks: set[asyncio.Task] = set()
 
@@ -187,7 +199,14 @@ class TinkerService:
         # Reserved until built, so two concurrent creates cannot both claim one model id.
         if model_id in self.models or model_id in self._building:
             raise ValueError(f"model_seq_id {req.model_seq_id} was already used in this session")
-        self._building.add(model_id)
+        lane = self.lanes.of(client)
+        held = len(self._runs_of(lane)) + list(self._building.values()).count(lane)
+        if held >= MAX_TRAINING_RUNS:
+            raise ValueError(
+                f"{_holder(lane)} {held} training clients, the most one client may hold; "
+                "they are released when the process that made them leaves the stack"
+            )
+        self._building[model_id] = lane
         seed = req.seed if req.seed is not None else secrets.randbits(31)
         request_id, future = self.futures.new(client)
 
@@ -199,12 +218,17 @@ class TinkerService:
 
         async def create() -> None:
             try:
-                await future.complete_with(build, client)
+                await future.complete_with(build, lane)
             finally:
-                self._building.discard(model_id)
+                self._building.pop(model_id, None)
 
         self._spawn(create())
         return request_id, model_id
+
+    def _runs_of(self, lane: str) -> list[str]:
+        """The model ids of the live runs whose owners take `lane` (also called on the compute
+        thread, hence the copy: a run built meanwhile must not break the loop)."""
+        return [m.model_id for m in list(self.models.values()) if self.lanes.of(m.owner) == lane]
 
     def model(self, model_id: str | None, client: str) -> TrainingModel:
         """The client's own model; another client's is as unknown as one never created."""
@@ -225,9 +249,9 @@ class TinkerService:
 
         A refused request still uses up its seq_id, so the requests after it do not wait.
         The same body sent again at the same seq_id is the SDK retrying after a timeout: it
-        gets the first request's id, and nothing runs twice. The job computes in `client`'s
-        turns on the compute thread, and a step takes at least the `train_latency` that
-        `client`, who sends its optim_step, has set.
+        gets the first request's id, and nothing runs twice. The job computes in the turns of
+        `client`'s lane (`local_stack.lanes`) on the compute thread, and a step takes at least
+        the `train_latency` that `client`, who sends its optim_step, has set.
         """
         model = self.model(model_id, client)
         if seq_id in model.answered and model.answered[seq_id][0] == digest:
@@ -241,27 +265,28 @@ class TinkerService:
             model.sequencer.submit(seq_id, None)
             raise
         request_id, future = self.futures.new(client)
-        model.sequencer.submit(seq_id, functools.partial(self._run, model, future, job, client))
+        lane = self.lanes.of(client)
+        model.sequencer.submit(seq_id, functools.partial(self._run, model, future, job, lane))
         model.answered[seq_id] = (digest, request_id)
         while len(model.answered) > RETRY_MEMORY:
             model.answered.popitem(last=False)
         return request_id
 
     async def _run(
-        self, model: TrainingModel, future: Future, job: Job | StepPart, client: str
+        self, model: TrainingModel, future: Future, job: Job | StepPart, lane: str
     ) -> None:
-        """Run a queued job. Under the `train_latency` knob, the optim_step that ends a step
-        resolves no sooner than `train_latency` seconds after the queue reached the step's
-        first request. Until then the model's queue waits, as behind a busy accelerator, but
-        the compute thread does not: sampling runs meanwhile."""
+        """Run a queued job in `lane`'s turns. Under the `train_latency` knob, the optim_step
+        that ends a step resolves no sooner than `train_latency` seconds after the queue
+        reached the step's first request. Until then the model's queue waits, as behind a
+        busy accelerator, but the compute thread does not: sampling runs meanwhile."""
         if not isinstance(job, StepPart):
-            return await future.complete_with(job, client)
+            return await future.complete_with(job, lane)
         if model.step_started_at is None:
             model.step_started_at = time.monotonic()
         if not job.ends_step:
-            return await future.complete_with(job.job, client)
+            return await future.complete_with(job.job, lane)
         started, model.step_started_at = model.step_started_at, None
-        await future.complete_with(job.job, client, not_before=started + job.train_latency)
+        await future.complete_with(job.job, lane, not_before=started + job.train_latency)
 
     async def result(self, request_id: str, wait_seconds: float, client: str) -> Result | None:
         """The result of the client's request, waiting up to `wait_seconds` for it (None:
@@ -295,19 +320,45 @@ class TinkerService:
         return StepPart(lambda: {"metrics": model.trainer.optim_step(hp)}, ends_step=True)
 
     def save(self, model: TrainingModel, req: Save) -> Callable[[], Result]:
+        """Refused at once when it can be: the name taken, or the owner's checkpoints (saved
+        and queued) at their cap. The bytes are checked as written, on the compute thread,
+        where saves run one at a time."""
         ref = CheckpointRef(model.model_id, req.kind, req.name)
-        if not req.overwrite and self.store.exists(ref):  # refused at once, when it can be
+        if not req.overwrite and self.store.exists(ref):
             raise CheckpointExists(f"{ref.tinker_path} already exists; pass overwrite=True")
+        lane = self.lanes.of(model.owner)
+        held, _ = self.store.usage(self._runs_of(lane))
+        if held + self._saves_queued[lane] >= MAX_CHECKPOINTS:
+            raise ValueError(
+                f"{_holder(lane)} {held + self._saves_queued[lane]} checkpoints saved or "
+                f"queued, the most one client may hold; delete some before saving more"
+            )
+        self._saves_queued[lane] += 1
 
         def save() -> dict:
-            with self.store.staging_dir() as staging:
-                model.trainer.save(staging, with_optimizer=ref.kind == "weights")
-                # Checked again as written: a save queued meanwhile may have taken the name.
-                self.store.publish(ref, staging, req.ttl_seconds, overwrite=req.overwrite)
+            try:
+                with self.store.staging_dir() as staging:
+                    model.trainer.save(staging, with_optimizer=ref.kind == "weights")
+                    self._check_disk_room(lane, staging)
+                    # Checked again as written: a save queued meanwhile may have taken the name.
+                    self.store.publish(ref, staging, req.ttl_seconds, overwrite=req.overwrite)
+            finally:
+                self._saves_queued[lane] -= 1
             kind = "save_weights" if ref.kind == "weights" else "save_weights_for_sampler"
             return {"type": kind, "path": ref.tinker_path}
 
         return save
+
+    def _check_disk_room(self, lane: str, staging: Path) -> None:
+        """ValueError unless `lane`'s checkpoints and the one in `staging` fit its disk cap."""
+        _, used = self.store.usage(self._runs_of(lane))
+        adding = sum(f.stat().st_size for f in staging.iterdir())
+        if used + adding > MAX_CHECKPOINT_BYTES:
+            raise ValueError(
+                f"{_holder(lane)} {used / 2**20:.0f} MiB of checkpoints, and this one "
+                f"({adding / 2**20:.1f} MiB) would pass the {MAX_CHECKPOINT_BYTES / 2**20:.0f} "
+                "MiB one client may hold; delete some before saving more"
+            )
 
     def load(self, model: TrainingModel, req: Load) -> Callable[[], Result]:
         """Load any client's checkpoint into this (the client's own) run: reading is shared."""
@@ -363,6 +414,23 @@ class TinkerService:
 
     def archive(self, ref: CheckpointRef) -> Path:
         return self.store.archive(ref)
+
+    def archive_latency(self, ref: CheckpointRef) -> float:
+        """How long a download of `ref`'s archive waits first: its owner's knob (the
+        stack's default for a run that records no owner)."""
+        try:
+            owner = self.store.owner(ref.model_id)
+        except CheckpointNotFound:  # no run record: an archive put in place by hand
+            owner = None
+        return self.knobs.of(owner or "").archive_latency
+
+
+def _holder(lane: str) -> str:
+    """Who holds a quota, as a refusal's sentence starts: "this client has", or all keys no
+    process registered, which share one."""
+    if lane == SHARED_LANE:
+        return "clients whose keys no process registered (they share one quota) have"
+    return "this client has"
 
 
 def _new_trainer(info: RunInfo, seed: int) -> LoraTrainer:

@@ -75,7 +75,10 @@ def test_a_huge_forward_backward_does_not_starve_another_client(local_stack) -> 
 def test_slow_archives_do_not_hold_up_another_clients_adapter(local_stack) -> None:
     asyncio.run(
         fairness.attack_slow_archives(
-            local_stack.url, 60.0, INNOCENT_TIMEOUT_SECONDS, HEALTHZ_TIMEOUT_SECONDS
+            local_stack.url,
+            fairness.SLOW_ARCHIVE_SECONDS,
+            INNOCENT_TIMEOUT_SECONDS,
+            HEALTHZ_TIMEOUT_SECONDS,
         )
     )
 
