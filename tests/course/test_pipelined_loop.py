@@ -82,7 +82,11 @@ class FakeServices:
         return [d.loss_fn_inputs["logprobs"].to_torch() + SHIFT for d in data_D]
 
 
+ROWS_ASKED: list[int] = []  # the steps whose rows the loop asked for, in order
+
+
 def rows_for_step(step: int) -> list[dict]:
+    ROWS_ASKED.append(step)
     return [{"question": f"q{step}", "answer": "1", "step": step}]
 
 
@@ -104,7 +108,9 @@ def loop(steps: int, max_staleness: int) -> list[dict]:
 )
 def test_a_batch_is_at_most_max_staleness_steps_old(monkeypatch, max_staleness, staleness):
     fake = FakeServices(monkeypatch)
+    ROWS_ASKED.clear()
     records = loop(6, max_staleness)
+    assert ROWS_ASKED == list(range(6))  # each step's rows once, none past the last step
     assert [r["step"] for r in records] == list(range(6))
     assert [r["staleness"] for r in records] == staleness
     # Step t snapshots once, as `<run_name>-step-t`; each batch sampled from the snapshot of
