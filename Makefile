@@ -29,7 +29,7 @@ export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
 
-.PHONY: run sweep test test-notebooks test-long rehearse-cloud lab bench lint install docs helpers wheelhouse doctor stop clean clean-notebooks
+.PHONY: run sweep test test-notebooks test-long mutants rehearse-cloud lab bench lint install docs helpers wheelhouse doctor stop clean clean-notebooks
 
 # Refuse an older Python in one sentence, before a .venv is created with it. (doctor, stop
 # and clean still run, so doctor can say what else to fix.)
@@ -80,6 +80,12 @@ test-notebooks: $(STAMP)
 ## workshop and after changing a notebook's exercises)
 test-long: $(STAMP)
 	$(call PYTEST,$(NOTEBOOK_TEST_WORKERS)) tests/long -m long --durations=15
+
+## make mutants: mutation testing (mutmut) of the rules the course and the stack enforce, each
+## mutant against the fast tests that reach it; FILES="helpers/stats.py ..." runs only those
+## files (scripts/mutants.py names them). Not in CI; its last result is in tests/README.md
+mutants: $(STAMP)
+	$(PYTHON) scripts/mutants.py $(FILES)
 
 ## make rehearse-cloud: every notebook with backend="cloud" and small parameters, the far end
 ## answered by the local stack (see scripts/rehearse_cloud.py), into runs/rehearse-cloud-<timestamp>/
