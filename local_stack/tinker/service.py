@@ -131,6 +131,17 @@ class TinkerService:
         for task in self._tasks:
             task.cancel()
 
+    def forget_client(self, client: str) -> None:
+        """Release what `client`, which has left the stack, held in memory: its sessions,
+        training runs (weights and optimizer state; their queued requests are dropped) and
+        futures. Its checkpoints stay on disk: another client may resume from them."""
+        for session_id in [s for s, session in self.sessions.items() if session.owner == client]:
+            del self.sessions[session_id]
+        for model in [m for m in self.models.values() if m.owner == client]:
+            model.sequencer.close()
+            del self.models[model.model_id]
+        self.futures.forget_owner(client)
+
     def has_pending_work(self) -> bool:
         """Whether a request is still queued or running (its future not resolved)."""
         return self.futures.has_pending() or bool(self._building)
