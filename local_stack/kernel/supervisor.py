@@ -81,6 +81,7 @@ def ensure_local_stack(storage_dir: Path | None = None) -> LocalStack:
         record = _serving_record(storage, patience=HEALTH_PATIENCE_SECONDS)
         if record is None:
             _retire(storage)
+            _sweep_sandboxes()
             record = _start(storage, settings)
         elif record.settings != settings:
             raise RuntimeError(
@@ -215,6 +216,17 @@ def _start(storage: Path, settings: dict[str, str]) -> StackRecord:
         process.stdout.close()
     registry.write_record(storage, record)
     return record
+
+
+def _sweep_sandboxes() -> None:
+    """Release the sandboxes of kernels killed while they held one (their mounts, folders and
+    cgroups), as every new sandbox also does; a sweep that fails must not stop the start."""
+    from local_stack.kernel.sandbox.enclosure import sweep_abandoned
+
+    try:
+        sweep_abandoned()
+    except (OSError, subprocess.SubprocessError) as error:
+        print(f"local stack: could not sweep abandoned sandboxes ({error})", file=sys.stderr)
 
 
 def _with_repo_on_path(pythonpath: str | None) -> str:
