@@ -30,6 +30,7 @@ from pathlib import Path
 import psutil
 
 from local_stack import config, registry
+from local_stack.kernel import watch
 from local_stack.registry import StackRecord
 
 START_TIMEOUT_SECONDS = 120.0
@@ -118,6 +119,7 @@ def stop_local_stack(storage_dir: Path | None = None) -> int | None:
     Returns the pid it stopped, or None if no stack was running there."""
     storage = (storage_dir or config.storage_dir()).resolve()
     if _attached is not None and _attached.storage_dir == storage:
+        watch.stop_watching()  # stopped on purpose: no running cell or script to stop
         detach_local_stack()
     if not storage.is_dir():
         return None
