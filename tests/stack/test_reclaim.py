@@ -9,6 +9,7 @@ registry entry removed. Checkpoints stay: a later run resumes from them.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from local_stack import config, registry
 from local_stack.departures import DEPARTED_CHECK_SECONDS, release_departed
 from local_stack.engine.model import ADAPTER_CONFIG_PATH
 from local_stack.sail.loras import MAX_CLIENT_LORAS, MAX_LORAS
+from local_stack.tinker.futures import FutureTable
+from local_stack.tinker.service import FUTURE_RETENTION_SECONDS
 from tests.isolation_support import assert_bystander_served, new_client, sail, tinker_json
 from tests.sail_support import create_body
 from tests.tinker_datums import MODEL
@@ -196,3 +199,26 @@ def test_one_clients_failed_release_does_not_stop_the_others(tmp_path: Path, pro
     release_departed(tmp_path, set(), release)
     assert released == [second_client]
     assert registry.departed_clients(tmp_path) == set()
+
+
+def test_futures_are_forgotten_an_hour_after_they_finish() -> None:
+    """A result nobody collects is held for FUTURE_RETENTION_SECONDS after it is ready,
+    never while its work is still pending."""
+
+    async def table_after_sweeps() -> tuple[FutureTable, dict[str, str]]:
+        table = FutureTable()
+        ids = {}
+        for name in ("old", "recent", "pending"):
+            ids[name], future = table.new("client")
+            if name != "pending":
+                future.resolve({"type": name})
+        now = time.monotonic()
+        table.get(ids["old"]).finished_at = now - FUTURE_RETENTION_SECONDS - 1
+        table.forget_finished_before(now - FUTURE_RETENTION_SECONDS)
+        return table, ids
+
+    table, ids = asyncio.run(table_after_sweeps())
+    assert table.get(ids["old"]) is None
+    assert table.get(ids["recent"]) is not None and table.get(ids["pending"]) is not None
+    table.forget_owner("client")  # the client leaves: pending work too
+    assert all(table.get(request_id) is None for request_id in ids.values())
