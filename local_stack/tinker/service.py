@@ -204,6 +204,8 @@ class TinkerService:
 
         def build() -> dict:
             trainer = _new_trainer(req.info, seed)
+            if req.session_id not in self.sessions:  # its client left while it was built
+                raise ValueError(f"session {req.session_id!r:.80} has ended")
             self.store.save_run_info(model_id, req.info, client)
             self.models[model_id] = TrainingModel(model_id, client, req.info, trainer)
             return {"type": "create_model", "model_id": model_id}
