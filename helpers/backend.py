@@ -2,8 +2,8 @@
 
 `connect("local")` uses the local stack (loopback stand-ins for Tinker and Sail with a
 tiny real model), starting it if no other kernel has, and needs no keys; should the stack
-die, the running cell stops within a second, in one sentence, and should it hang, within
-about 15 s (`watch_local_stack`).
+die, the running cell (or script) stops within a second, in one sentence, and should it
+hang, within about 15 s (`watch_local_stack`).
 `connect("cloud")` uses the real services with the keys in your environment, and costs
 money. Notebook code is the same either way.
 """
@@ -30,6 +30,7 @@ from helpers.errors import (
     forget_interrupt_reason,
     install_short_errors,
     interrupt_running_cell,
+    raise_reasons_in_script,
 )
 from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
@@ -193,33 +194,40 @@ def watch_local_stack(pid: int, log_path: Path, url: str | None = None) -> None:
     """In an IPython kernel, stop the running cell within a second of the local stack's
     server `pid` dying, or within about 15 s of it no longer answering at `url`, with one
     sentence: what happened, where its log is, and that re-running resumes (the stack keeps
-    its checkpoints on disk, and notebook 04 resumes after its last completed step). See
-    `local_stack.kernel.watch`."""
-    from local_stack.kernel.watch import HUNG_SECONDS, Failure, watch_from_kernel
+    its checkpoints on disk, and notebook 04 resumes after its last completed step). A plain
+    script that called `connect` from its main thread is stopped the same way: the sentence
+    is raised there, as a LocalStackStoppedError. See `local_stack.kernel.watch`."""
+    from local_stack.kernel.watch import HUNG_SECONDS, Failure, in_ipython, watch_from_kernel
 
     stop_watching()  # replaces any earlier watch, and a reason it left
-    rerun = (
-        "re-running the notebook restarts it "
-        "(a training run resumes after its last completed step)."
-    )
-    reasons = {
-        "dead": LocalStackStoppedError(
-            f"The local stack (pid {pid}) stopped; its log is {log_path}, and {rerun}"
-        ),
-        "hung": LocalStackStoppedError(
-            f"The local stack (pid {pid}) has not answered {url}/healthz for "
-            f"{HUNG_SECONDS:g} s, so it is stuck; its log is {log_path}, and {rerun}"
-        ),
-    }
+
+    def reasons(rerun: str) -> dict[Failure, LocalStackStoppedError]:
+        rerun += " restarts it (a training run resumes after its last completed step)."
+        return {
+            "dead": LocalStackStoppedError(
+                f"The local stack (pid {pid}) stopped; its log is {log_path}, and {rerun}"
+            ),
+            "hung": LocalStackStoppedError(
+                f"The local stack (pid {pid}) has not answered {url}/healthz for "
+                f"{HUNG_SECONDS:g} s, so it is stuck; its log is {log_path}, and {rerun}"
+            ),
+        }
+
     try:
         kernel_loop = asyncio.get_running_loop()  # ipykernel runs every cell inside it
     except RuntimeError:
         kernel_loop = None
 
     def stop_cell(failure: Failure) -> None:
-        interrupt_running_cell(reasons[failure], kernel_loop)
+        interrupt_running_cell(reasons("re-running the notebook")[failure], kernel_loop)
 
-    watch_from_kernel(pid, stop_cell, url)
+    def stop_script(failure: Failure) -> None:
+        interrupt_running_cell(reasons("re-running the script")[failure], kernel_loop)
+
+    if in_ipython():
+        watch_from_kernel(pid, stop_cell, url)
+    elif raise_reasons_in_script():  # False off the main thread: nobody to stop there
+        watch_from_kernel(pid, stop_cell, url, stop_script)
 
 
 def stop_watching() -> None:

@@ -12,7 +12,9 @@ interruption came.
 
 A watcher thread (see `helpers.backend.watch_local_stack`) can stop the running cell with
 a reason: it interrupts the kernel's main thread, as Jupyter's stop button does, and the
-interruption is then shown as the reason's sentence instead.
+interruption is then shown as the reason's sentence instead. A plain script is stopped the
+same way (`raise_reasons_in_script`): the reason is raised in its main thread, and if
+nothing catches it, the script ends with that one sentence.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
+import sys
 import threading
 from typing import Any
 
@@ -53,6 +56,47 @@ def interrupt_running_cell(
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
     if loop is not None and not loop.is_closed():
         loop.call_soon_threadsafe(lambda: None)
+
+
+def raise_reasons_in_script() -> bool:
+    """Outside IPython: from now on `interrupt_running_cell` raises its reason in the main
+    thread, shown as that one sentence if the script lets it end the script; a Ctrl-C still
+    does what it did before. False where not possible (only the main thread may install a
+    signal handler)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if getattr(previous, "raises_reasons", False):
+        return True
+
+    def raise_reason(signum: int, frame: Any) -> Any:
+        global _interrupt_reason
+        reason, _interrupt_reason = _interrupt_reason, None
+        if reason is not None:
+            _raised_reasons.add(id(reason))
+            raise reason
+        if callable(previous):
+            return previous(signum, frame)
+        if previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    raise_reason.raises_reasons = True  # type: ignore[attr-defined]
+    try:
+        signal.signal(signal.SIGINT, raise_reason)
+    except ValueError:  # not the main thread
+        return False
+    previous_hook = sys.excepthook
+
+    def one_sentence(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+        if id(value) in _raised_reasons:
+            print(f"{etype.__name__}: {value}", file=sys.stderr)
+        else:
+            previous_hook(etype, value, tb)
+
+    sys.excepthook = one_sentence
+    return True
+
+
+# The reasons raised in a script's main thread (ids): shown as their sentence alone.
+_raised_reasons: set[int] = set()
 
 
 def forget_interrupt_reason() -> None:

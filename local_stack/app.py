@@ -21,7 +21,7 @@ import torch
 from aiohttp import web
 from yarl import URL
 
-from local_stack import config, guard, idle, registry
+from local_stack import config, departures, guard, idle, registry
 from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.control.routes import control_app
 from local_stack.engine import compute
@@ -52,9 +52,18 @@ def make_app(public_url: str) -> web.Application:
     )
     sail = sail_app(knobs, lanes)
     app.add_subapp("/v1", sail)
-    control = control_app(knobs, lambda: sail[SAIL_SERVICE].stats(), app[STORAGE_DIR])
+    control = control_app(knobs, lambda: sail[SAIL_SERVICE].stats())
     app.add_subapp("/local", control)
     mount_tinker(app, app[STORAGE_DIR], public_url, knobs, lanes)
+
+    def release(client: str) -> None:
+        """Everything a departed client held in memory (see `local_stack.departures`)."""
+        knobs.reset(client)
+        if SAIL_SERVICE in sail:  # the model may still be loading
+            sail[SAIL_SERVICE].forget_client(client)
+        app[TINKER_SERVICE].forget_client(client)
+
+    departures.install(app, app[STORAGE_DIR], release)
     app[WORK_PENDING] = lambda: (
         sail[SAIL_SERVICE].has_pending_work() or app[TINKER_SERVICE].has_pending_work()
     )

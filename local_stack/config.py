@@ -43,6 +43,7 @@ STACK_LOCK_FILE = "stack.lock"  # held while a stack is being found, started or 
 STACK_SERVING_FILE = "stack.serving"  # locked by the running server for its life: its URL, pid
 STACK_LOG_FILE = "stack.log"  # the running stack's stderr (it outlives any terminal)
 STACK_CLIENTS_DIR = "clients"  # one file per process using the stack, named by its pid
+STACK_DEPARTED_DIR = "departed"  # one file per client that has left, until the stack releases it
 DEFAULT_IDLE_MINUTES = 30.0
 
 

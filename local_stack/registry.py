@@ -6,12 +6,15 @@ once get one stack. `stack.serving` is locked by the server itself for its whole
 holds its own URL, pid and settings: a second server cannot start on the same storage dir,
 and a process named by a lost or forged `stack.json` is this dir's server only if it is the
 one holding that lock. `clients/<pid>` marks each process that uses the stack, so the stack
-can tell when nobody needs it any more (see `local_stack.idle`) and forget the settings
-of a client whose process has gone (see `local_stack.control.routes`).
+can tell when nobody needs it any more (see `local_stack.idle`). When that process leaves
+(it exits, or its entry is found dead), `departed/<client>` says so until the stack has
+released what the client held (see `local_stack.departures`): a client that came and went
+between two of the stack's looks is released all the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -125,7 +128,36 @@ def add_client(storage_dir: Path, pid: int, client: str = "") -> None:
 
 
 def remove_client(storage_dir: Path, pid: int) -> None:
-    (storage_dir / config.STACK_CLIENTS_DIR / str(pid)).unlink(missing_ok=True)
+    """`pid` stops using the stack; its client is marked as departed."""
+    entry = storage_dir / config.STACK_CLIENTS_DIR / str(pid)
+    try:
+        _, client = _parse_entry(entry.read_text())
+    except (OSError, ValueError, TypeError, KeyError):
+        client = ""
+    _mark_departed(storage_dir, client)
+    entry.unlink(missing_ok=True)
+
+
+def departed_clients(storage_dir: Path) -> set[str]:
+    """The clients marked as departed and not yet released (see `forget_departed`)."""
+    departed = storage_dir / config.STACK_DEPARTED_DIR
+    names = (entry.name for entry in departed.iterdir()) if departed.is_dir() else ()
+    return {name for name in names if config.CLIENT_NAME.fullmatch(name)}
+
+
+def forget_departed(storage_dir: Path, clients: set[str]) -> None:
+    """Drop the departure marks of `clients`: what they held has been released."""
+    for client in clients:
+        (storage_dir / config.STACK_DEPARTED_DIR / client).unlink(missing_ok=True)
+
+
+def _mark_departed(storage_dir: Path, client: str) -> None:
+    """Best effort: a storage dir already deleted (a test's, say) has no stack to tell."""
+    if config.CLIENT_NAME.fullmatch(client):  # a bare start time names no client
+        departed = storage_dir / config.STACK_DEPARTED_DIR
+        with contextlib.suppress(OSError):
+            departed.mkdir(exist_ok=True)
+            (departed / client).touch()
 
 
 def live_clients(storage_dir: Path) -> list[int]:
@@ -147,6 +179,7 @@ def _live_entries(storage_dir: Path) -> dict[int, str]:
     for entry in clients.iterdir() if clients.is_dir() else ():
         if not entry.name.isdigit() or entry.is_symlink() or not entry.is_file():
             continue
+        client = ""
         try:
             created, client = _parse_entry(entry.read_text())
             if psutil.Process(int(entry.name)).create_time() == created:
@@ -154,6 +187,7 @@ def _live_entries(storage_dir: Path) -> dict[int, str]:
                 continue
         except (psutil.Error, ValueError, TypeError, KeyError, OSError):
             pass
+        _mark_departed(storage_dir, client)  # it died without saying so
         entry.unlink(missing_ok=True)
     return alive
 

@@ -6,6 +6,7 @@ a notebook run's own environment. Shared code that is not a fixture is in tests/
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,6 +62,16 @@ def shared_stack_env(local_stack: LocalStack, tmp_path: Path) -> dict[str, str]:
     10 s a run): for runs whose point is not the stack, which write nothing a test reads to
     the stack's folder and set no stack setting (a stack with other settings is refused)."""
     return kernel_env(tmp_path, COURSE_LOCAL_STACK_DIR=str(local_stack.storage_dir))
+
+
+@pytest.fixture(autouse=True)
+def no_watch_outlives_its_test() -> Iterator[None]:
+    """A test that calls `connect("local")` in this process starts a watch that stops the
+    process, as it stops a script, once the stack is dead or stuck; it must not outlive the
+    test and stop a later one, when that test stops or freezes a stack on purpose."""
+    yield
+    if (backend := sys.modules.get("helpers.backend")) is not None:
+        backend.stop_watching()
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from pathlib import Path
 import psutil
 
 from local_stack import config, registry
+from local_stack.kernel import watch
 from local_stack.registry import StackRecord
 
 START_TIMEOUT_SECONDS = 120.0
@@ -81,6 +82,7 @@ def ensure_local_stack(storage_dir: Path | None = None) -> LocalStack:
         record = _serving_record(storage, patience=HEALTH_PATIENCE_SECONDS)
         if record is None:
             _retire(storage)
+            _sweep_sandboxes()
             record = _start(storage, settings)
         elif record.settings != settings:
             raise RuntimeError(
@@ -117,6 +119,7 @@ def stop_local_stack(storage_dir: Path | None = None) -> int | None:
     Returns the pid it stopped, or None if no stack was running there."""
     storage = (storage_dir or config.storage_dir()).resolve()
     if _attached is not None and _attached.storage_dir == storage:
+        watch.stop_watching()  # stopped on purpose: no running cell or script to stop
         detach_local_stack()
     if not storage.is_dir():
         return None
@@ -215,6 +218,17 @@ def _start(storage: Path, settings: dict[str, str]) -> StackRecord:
         process.stdout.close()
     registry.write_record(storage, record)
     return record
+
+
+def _sweep_sandboxes() -> None:
+    """Release the sandboxes of kernels killed while they held one (their mounts, folders and
+    cgroups), as every new sandbox also does; a sweep that fails must not stop the start."""
+    from local_stack.kernel.sandbox.enclosure import sweep_abandoned
+
+    try:
+        sweep_abandoned()
+    except (OSError, subprocess.SubprocessError) as error:
+        print(f"local stack: could not sweep abandoned sandboxes ({error})", file=sys.stderr)
 
 
 def _with_repo_on_path(pythonpath: str | None) -> str:

@@ -1,4 +1,4 @@
-"""Noticing, within a second, that the stack's server died under an IPython kernel, and
+"""Noticing, within a second, that the stack's server died under a kernel or a script, and
 within HUNG_SECONDS that it stopped answering.
 
 When the server process is gone, the SDKs do not know it: they retry a refused connection
@@ -13,8 +13,10 @@ stack that is merely busy (a long training step) still answers it within millise
 
 A cell that was already running is stopped at once. A cell started after the death gets
 a few seconds' grace first, so that re-running the cell that calls `helpers.connect`
-reaches it and starts a new stack. Only IPython kernels are watched: elsewhere nobody
-is waiting on a cell, and interrupting a script's main thread would be rude.
+reaches it and starts a new stack. A plain script (no IPython) is one long cell: its
+`stop_script` is called once, as soon as the stack is found dead or hung, and stops the
+script with the same sentence (`helpers.backend.watch_local_stack`), where the SDKs would
+otherwise retry for minutes.
 
 Kernel side, like `supervisor`: the server never imports it.
 """
@@ -43,10 +45,11 @@ Failure = Literal["dead", "hung"]
 
 
 class StackWatcher:
-    """Watches one server process on behalf of one IPython shell."""
+    """Watches one server process on behalf of one IPython shell, or of a script (`shell`
+    None: one cell, running from the start)."""
 
     def __init__(
-        self, pid: int, url: str | None, shell: Any, stop_cell: Callable[[Failure], None]
+        self, pid: int, url: str | None, shell: Any | None, stop_cell: Callable[[Failure], None]
     ) -> None:
         self._pid = pid
         self._url = urlsplit(url) if url else None
@@ -60,17 +63,22 @@ class StackWatcher:
         self._probed_at = 0.0
         self._cell_started_at: float | None = None
         self._stopped_this_cell = False
-        shell.events.register("pre_run_cell", self._cell_starts)
-        shell.events.register("post_run_cell", self._cell_ends)
+        if shell is None:
+            self._cell_started_at = float("-inf")  # before any failure: stopped at once
+        else:
+            shell.events.register("pre_run_cell", self._cell_starts)
+            shell.events.register("post_run_cell", self._cell_ends)
         self._thread = threading.Thread(target=self._watch, name="local-stack-watch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop watching (the stack is about to be stopped on purpose, or replaced)."""
         self._stop.set()
-        self._thread.join()
-        self._shell.events.unregister("pre_run_cell", self._cell_starts)
-        self._shell.events.unregister("post_run_cell", self._cell_ends)
+        if self._thread is not threading.current_thread():  # stop_script may stop watching
+            self._thread.join()
+        if self._shell is not None:
+            self._shell.events.unregister("pre_run_cell", self._cell_starts)
+            self._shell.events.unregister("post_run_cell", self._cell_ends)
 
     def _cell_starts(self, info: Any) -> None:
         self._cell_started_at = time.monotonic()
@@ -135,20 +143,35 @@ _watcher: StackWatcher | None = None
 
 
 def watch_from_kernel(
-    pid: int, stop_cell: Callable[[Failure], None], url: str | None = None
+    pid: int,
+    stop_cell: Callable[[Failure], None],
+    url: str | None = None,
+    stop_script: Callable[[Failure], None] | None = None,
 ) -> None:
     """From this IPython kernel, watch the server `pid` at `url` (replacing any earlier
     watch): once it has died or stopped answering, the watching thread calls
-    `stop_cell("dead")` or `stop_cell("hung")` once in each cell that runs."""
+    `stop_cell("dead")` or `stop_cell("hung")` once in each cell that runs. Outside IPython
+    (a script) it calls `stop_script` instead, once; without one, a script is not watched."""
     global _watcher
     stop_watching()
+    shell = _ipython_shell()
+    if shell is not None:
+        _watcher = StackWatcher(pid, url, shell, stop_cell)
+    elif stop_script is not None:
+        _watcher = StackWatcher(pid, url, None, stop_script)
+
+
+def in_ipython() -> bool:
+    """Whether this process is an IPython shell (a Jupyter kernel, say), not a script."""
+    return _ipython_shell() is not None
+
+
+def _ipython_shell() -> Any | None:
     try:
         from IPython import get_ipython
     except ImportError:
-        return
-    shell = get_ipython()
-    if shell is not None:
-        _watcher = StackWatcher(pid, url, shell, stop_cell)
+        return None
+    return get_ipython()
 
 
 def stop_watching() -> None:

@@ -102,6 +102,11 @@ class FileStore:
         files = [f.body() for f in self._files.values() if f.owner == owner]
         return {"object": "list", "data": files}
 
+    def forget(self, owner: str) -> None:
+        """Drop every file of `owner`, a client that has left the stack."""
+        for stored in [f for f in self._files.values() if f.owner == owner]:
+            del self._files[stored.id]
+
 
 async def read_upload(request: web.Request) -> tuple[str, str, bytes]:
     """(filename, purpose, bytes) of a multipart upload; refused before it grows too large."""

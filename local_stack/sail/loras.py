@@ -224,6 +224,11 @@ class LoraRegistry:
         loras = [lora.body() for lora in self._loras.values() if lora.owner == owner]
         return {"object": "list", "data": loras}
 
+    def forget(self, owner: str) -> None:
+        """Drop every LoRA of `owner`, a client that has left the stack, validations and all."""
+        for lora in [lora for lora in self._loras.values() if lora.owner == owner]:
+            self.delete(owner, lora.id)
+
     def adapter_for(self, owner: str, name_or_id: str, model: str) -> Adapter:
         """The client's adapter a request names in `metadata.lora`, if it validated for
         `model`."""

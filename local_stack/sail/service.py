@@ -176,6 +176,14 @@ class SailService:
         if not held:
             del self._held[stored.lane]
 
+    def forget_client(self, client: str) -> None:
+        """Release what `client`, which has left the stack, held: its LoRAs, files and
+        stored responses (a queued one still decodes, and its result is dropped)."""
+        self.loras.forget(client)
+        self.files.forget(client)
+        for stored in [r for r in self.responses.values() if r.request.client == client]:
+            self._forget(stored)
+
     def has_pending_work(self) -> bool:
         """Whether a response is still queued, decoding, or inside its injected latency."""
         now = time.monotonic()

@@ -94,6 +94,13 @@ class FutureTable:
     def has_pending(self) -> bool:
         return any(not future.done.is_set() for future in self._futures.values())
 
+    def forget_owner(self, owner: str) -> None:
+        """Drop every future of `owner`, a client that has left (a running job's result is
+        then dropped)."""
+        for request_id, future in list(self._futures.items()):
+            if future.owner == owner:
+                del self._futures[request_id]
+
     def forget_finished_before(self, cutoff: float) -> None:
         for request_id, future in list(self._futures.items()):
             if future.done.is_set() and future.finished_at < cutoff:

@@ -143,6 +143,17 @@ class TinkerService:
         for task in self._tasks:
             task.cancel()
 
+    def forget_client(self, client: str) -> None:
+        """Release what `client`, which has left the stack, held in memory: its sessions,
+        training runs (weights and optimizer state; their queued requests are dropped) and
+        futures. Its checkpoints stay on disk: another client may resume from them."""
+        for session_id in [s for s, session in self.sessions.items() if session.owner == client]:
+            del self.sessions[session_id]
+        for model in [m for m in self.models.values() if m.owner == client]:
+            model.sequencer.close()
+            del self.models[model.model_id]
+        self.futures.forget_owner(client)
+
     def has_pending_work(self) -> bool:
         """Whether a request is still queued or running (its future not resolved)."""
         return self.futures.has_pending() or bool(self._building)
@@ -212,6 +223,8 @@ class TinkerService:
 
         def build() -> dict:
             trainer = _new_trainer(req.info, seed)
+            if req.session_id not in self.sessions:  # its client left while it was built
+                raise ValueError(f"session {req.session_id!r:.80} has ended")
             self.store.save_run_info(model_id, req.info, client)
             self.models[model_id] = TrainingModel(model_id, client, req.info, trainer)
             return {"type": "create_model", "model_id": model_id}

@@ -20,7 +20,7 @@ import pytest
 from helpers.backend import Course
 from local_stack import config
 from local_stack.control.knobs import MAX_CLIENTS_WITH_SETTINGS, ClientKnobs, Knobs
-from local_stack.control.routes import DEPARTED_CHECK_SECONDS
+from local_stack.departures import DEPARTED_CHECK_SECONDS
 from local_stack.kernel.control_client import get_knobs, reset_knobs, set_knobs
 from tests.knobs_support import config_of, stack_default
 from tests.wait_support import wait_until
