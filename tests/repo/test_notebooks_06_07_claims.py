@@ -39,9 +39,9 @@ def test_06_says_where_importance_weighting_fails_and_that_it_is_first_order() -
 
 
 def test_07_says_the_read_only_reward_trick_fails_on_a_sailbox() -> None:
-    core = markdown("07_sandboxed_rollouts", core=True)
-    assert "in the local sandbox a planted read-only `reward.txt`" in core
-    assert "On a Sailbox that trick fails" in core
+    text = markdown("07_sandboxed_rollouts")
+    assert 'a file mode binds even the sandbox\'s "root"' in text
+    assert "on a Sailbox, root writes through file modes" in text
     assert "why would neither be on a Sailbox?" in cells("07_sandboxed_rollouts")[-1].source
 
 
