@@ -123,8 +123,9 @@ class LocalSandbox:
 
     A teaching sandbox, not a security boundary like a Sailbox VM (see the module docstring).
 
-    Inside, the working directory (the task's, named by the caller), /tests and /logs are
-    writable and backed by `host_dir`; everything else is read-only or absent. Operations
+    Inside, the working directory (the task's, named by the caller), /tests, /logs, root's
+    HOME /root, /etc/profile and /etc/profile.d are writable and backed by `host_dir`;
+    everything else is read-only or absent. Operations
     follow `sail.TinkerSandbox`: once the lifetime budget has run out the sandbox is cleaned
     up and the operation raises the cookbook's `SandboxTerminatedError`, as does any
     operation after `cleanup`. Unlike Sail's, the budget also ends a command still running
@@ -376,9 +377,11 @@ async def local_sandbox_factory(
         _warn_totals_not_enforced(unenforced)
     identity = SandboxIdentity.pick()
     enclosure = await asyncio.to_thread(Enclosure.create, limits, identity)
+    # Mounted in this order: HOME first, so a working directory inside it (/root/app, say)
+    # is mounted over it rather than hidden by it.
     directories = {
         inside: enclosure.host_dir / inside.strip("/").replace("/", "_")
-        for inside in (workdir, *_HARBOR_DIRS, *_LOGIN_DIRS)
+        for inside in (*_LOGIN_DIRS, workdir, *_HARBOR_DIRS)
     }
     for directory in (enclosure.host_dir, *directories.values()):
         directory.mkdir(exist_ok=True)
