@@ -1,8 +1,9 @@
 """Sandboxed RL on the local stack, measured: `python -m bench.sandboxed_rl`.
 
 (a) One sandboxed rollout's overhead, beside the model: create a local sandbox for a task of
-    the shell family, upload its input, run a right command, grade it with `run_verifier`,
-    clean up; each part's median over a few rollouts.
+    the shell family, upload its input, run a right command, grade it in a fresh sandbox
+    (`grade_in_fresh_sandbox`, which creates and cleans up its own), clean up; each part's
+    median over a few rollouts.
 (b) One RL step of 8 groups x 8 rollouts with every rollout in its own sandbox
     (`shell_tasks.shell_rl.run_shell_step` on the tiny shell model) against notebook 04's
     arithmetic step (`helpers.training.run_step`), both through the real SDKs on the local
@@ -29,7 +30,7 @@ GROUP_SIZE = 8
 async def rollout_overhead(tasks_root: Path) -> dict[str, float]:
     """Median seconds of each part of one sandboxed rollout, the model left out."""
     from shell_tasks import task_family
-    from shell_tasks.harbor_task import load_harbor_task, run_verifier
+    from shell_tasks.harbor_task import grade_in_fresh_sandbox, load_harbor_task
     from shell_tasks.sandboxes import sandbox_factory
     from shell_tasks.shell_env import upload_task_inputs
 
@@ -46,7 +47,7 @@ async def rollout_overhead(tasks_root: Path) -> dict[str, float]:
             f"echo {item.expected} > {item.output_name}", workdir=task.workdir
         )
         ran = time.perf_counter()
-        verdict = await run_verifier(sandbox, task, 30)
+        verdict = await grade_in_fresh_sandbox(sandbox, task, factory, 30)
         graded = time.perf_counter()
         await sandbox.cleanup()
         cleaned = time.perf_counter()

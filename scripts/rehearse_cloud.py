@@ -9,6 +9,7 @@ never as parameters. Each kernel first loads `scripts/cloud_stand_ins.py`: orca-
 the Kimi K2.6 tokenizer and Sailboxes answered on this machine. So every cloud branch runs:
 the key checks, the cost estimates, sampling on Sail from signed URLs, sail's own
 `TinkerSandbox`, and notebook 08's upload, validation and delete on Sail's LoRA API.
+Before the notebooks, the tamper suite runs on stand-in Sailboxes (`scripts/rehearse_tamper.py`).
 
 First a tiny cloud sweep runs for notebook 05 to compare. Executed notebooks, run folders
 and the stack's storage and log go to `runs/rehearse-cloud-<timestamp>/` (or under `--out`).
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
 from scripts.cloud_stand_ins import write_kernel_startup
+from scripts.rehearse_tamper import rehearse_tamper_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,11 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         given = {**SMALL, "run_name": stamp, "runs": f"{stamp}-sweep-*"}
         prefixes = tuple(args.notebooks)
         compares = any("05_compare_runs".startswith(p) for p in prefixes)
-        failed = (
-            run_tiny_sweep(f"{stamp}-sweep", "cloud", {**TINY_SWEEP, **SWEEP_SIZES}, SWEEP_JOBS)
-            if compares
-            else 0
-        )
+        failed = rehearse_tamper_suite()
+        if compares:
+            swept = run_tiny_sweep(
+                f"{stamp}-sweep", "cloud", {**TINY_SWEEP, **SWEEP_SIZES}, SWEEP_JOBS
+            )
+            failed = failed or swept
         return run_all(out_dir, given, prefixes) or failed
     finally:
         stop_local_stack()

@@ -3,7 +3,8 @@
 Runs notebook 04's loop (`helpers.training`, through `shell_tasks.shell_rl.run_shell_step`)
 on the local stack with the tiny shell model: every rollout's bash block runs in its own
 local sandbox (`shell_tasks.sandboxes.sandbox_factory("local")`, no network) and
-`run_verifier` grades it. It prints, and writes to `runs/<run-name>/`:
+`grade_in_fresh_sandbox` grades its answer file in another. It prints, and writes to
+`runs/<run-name>/`:
 - `metrics.jsonl`, one line per step with its `reward`, as notebook 04 writes it;
 - the mean reward of the first and last third of the steps, and their difference;
 - held-out pass@1 before and after, with the course's paired bootstrap interval of the gain;

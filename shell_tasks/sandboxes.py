@@ -26,6 +26,7 @@ from sail.errors import SailboxHostLostError, SailboxTerminatedError, SailError
 from sail.sailbox import (
     _bounded_launch,
     _DeadlineExpired,
+    _launch_and_collect,
     _reclaimed_create,
     _retry_replayable_file_transfer,
 )
@@ -45,13 +46,41 @@ PLAIN_FILE_MODE = 0o644
 
 
 class CourseTinkerSandbox(sail.TinkerSandbox):
-    """`sail.TinkerSandbox`, with a `write_file` that can write a file that is not executable.
+    """`sail.TinkerSandbox`, with a `write_file` that can write a file that is not executable,
+    and `run_argv`, which runs a command without the login shell `run_command` wraps it in.
 
     sail 0.17.1's `write_file` passes `mode=None` for such a file, and `Sailbox.fs.write`
     refuses that with a TypeError before sending anything, so every plain upload (a task's
     input files, a hand-written file) would fail. This is the SDK's method with `fs.write`'s
     default mode in place of None.
     """
+
+    async def run_argv(
+        self, argv: list[str], timeout: float | None = 60, max_output_bytes: int | None = None
+    ) -> SandboxResult:
+        """`run_command`'s body (sail 0.17.1) with `argv` exec'd as it is, where the SDK's
+        method passes `bash_lc_argv(command)`: the grader's tests run in a shell of its own
+        choosing (`shell_tasks.harbor_task.CLEAN_TESTS_ARGV`), not a login shell."""
+        await self._check_deadline()
+        launch = self._sailbox.exec.aio(argv, timeout=timeout)
+        try:
+            stdout, stdout_cut, stderr, stderr_cut, result = await _launch_and_collect(
+                launch, max_output_bytes
+            )
+        except (SailboxTerminatedError, SailboxHostLostError) as error:
+            raise SandboxTerminatedError(str(error)) from error
+        except SailError as error:
+            return SandboxResult(stdout="", stderr=str(error), exit_code=-1, metrics={})
+        return SandboxResult(
+            stdout=stdout.decode("utf-8", errors="replace"),
+            stderr=stderr.decode("utf-8", errors="replace"),
+            exit_code=result.exit_code,
+            metrics={
+                "timed_out": result.timed_out,
+                "stdout_truncated": stdout_cut,
+                "stderr_truncated": stderr_cut,
+            },
+        )
 
     async def write_file(
         self,

@@ -1,10 +1,11 @@
 """A one-turn RL environment whose action is a shell script, graded by the task's own tests.
 
 Action format: the policy answers with a ```bash fenced block. Its contents run as one
-bash script in the task's working directory inside a sandbox; then `tests/test.sh` runs
-in the same sandbox, and the reward is what it writes to /logs/verifier/reward.txt in
-this grading (see `shell_tasks.harbor_task.run_verifier`: what the script left in the
-verifier's directories does not count). The block is looked for only in the reply's answer,
+bash script in the task's working directory inside a sandbox; then the files the task
+declares as `artifacts` are copied into a fresh sandbox from the same factory, where
+`tests/test.sh` runs in a clean shell, and the reward is what it writes to
+/logs/verifier/reward.txt there (see `shell_tasks.harbor_task.grade_in_fresh_sandbox`:
+nothing else the script did reaches the grade). The block is looked for only in the reply's answer,
 by notebook 01's rule (`helpers.scoring.graded_text`): the text after a closed `</think>`,
 in a reply that stopped on its stop token. Text outside the block, thinking included, is
 never executed; a reply cut off or still thinking, or one without a block, runs nothing but
@@ -20,7 +21,7 @@ import asyncio
 import logging
 import re
 import shlex
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -34,11 +35,18 @@ from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from helpers.scoring import graded_text
-from shell_tasks.harbor_task import HarborTaskDir, load_harbor_task, run_verifier
+from shell_tasks.harbor_task import (
+    GradingFactory,
+    HarborTaskDir,
+    grade_in_fresh_sandbox,
+    load_harbor_task,
+)
 
 logger = logging.getLogger(__name__)
 
-SandboxFactory = Callable[[Path, int], Awaitable[SandboxInterface]]
+# The rollouts' factory also makes their grading sandboxes, so it must make `GradingSandbox`es
+# (the course's Sailbox and the local sandbox both are).
+SandboxFactory = GradingFactory
 SandboxCreation = Literal["sequential", "concurrent"]
 
 SYSTEM_PROMPT = (
@@ -66,7 +74,8 @@ def extract_bash_script(text: str) -> str | None:
 
 
 class ShellTaskEnv(Env):
-    """One episode: prompt with the task, run the policy's script, grade it with test.sh."""
+    """One episode: prompt with the task, run the policy's script in `sandbox`, grade its
+    artifacts with test.sh in a fresh sandbox from `grader_factory`."""
 
     def __init__(
         self,
@@ -74,12 +83,14 @@ class ShellTaskEnv(Env):
         renderer: Renderer,
         task: HarborTaskDir,
         sandbox: SandboxInterface,
+        grader_factory: GradingFactory,
         command_timeout: int,
         grader_timeout: int,
     ) -> None:
         self.renderer = renderer
         self.task = task
         self.sandbox = sandbox
+        self.grader_factory = grader_factory
         self.command_timeout = command_timeout
         self.grader_timeout = grader_timeout
 
@@ -105,7 +116,9 @@ class ShellTaskEnv(Env):
             metrics["command_exit_code"] = result.exit_code
             metrics["command_timed_out"] = float(bool(result.metrics.get("timed_out")))
             logs.update(script=script, stdout=result.stdout, stderr=result.stderr)
-        verdict = await run_verifier(self.sandbox, self.task, self.grader_timeout)
+        verdict = await grade_in_fresh_sandbox(
+            self.sandbox, self.task, self.grader_factory, self.grader_timeout
+        )
         logs["verifier"] = verdict.output[:MAX_COMMAND_OUTPUT_BYTES]
         return StepResult(
             reward=verdict.reward,
@@ -130,7 +143,8 @@ async def upload_task_inputs(sandbox: SandboxInterface, task: HarborTaskDir) -> 
 
 @dataclass
 class ShellTaskGroupBuilder(EnvGroupBuilder):
-    """A group of `ShellTaskEnv`s on one task, each with its own sandbox from `sandbox_factory`.
+    """A group of `ShellTaskEnv`s on one task, each with its own sandbox from `sandbox_factory`,
+    and each graded in one more from the same factory (made and cleaned up by the grader).
 
     `sandbox_creation` chooses how the group's sandboxes are made: "sequential" awaits one
     after another, as cookbook 0.5.8's `HarborEnvGroupBuilder.make_envs` does, so a group
@@ -174,6 +188,7 @@ class ShellTaskGroupBuilder(EnvGroupBuilder):
                 renderer=renderer,
                 task=task,
                 sandbox=sandbox,
+                grader_factory=self.sandbox_factory,
                 command_timeout=self.command_timeout,
                 grader_timeout=self.grader_timeout,
             )

@@ -6,7 +6,8 @@ samples from, `rollout_groups` (the cookbook's `do_group_rollout` per group), th
 group split, `train_on_groups`, the bootstrap intervals. The environment is
 `ShellTaskGroupBuilder`: each rollout gets its own sandbox from `sandbox_factory`
 (`factory(env_dir, timeout_seconds)`, `sail.tinker_sandbox_factory`'s shape), a group's
-sandboxes are created together, and `run_verifier` grades each in its own sandbox.
+sandboxes are created together, and `grade_in_fresh_sandbox` grades each rollout's answer
+file in one more sandbox, out of the policy's reach.
 
 Locally the policy is the tiny shell model, `course/tiny-shell`; in the cloud, Kimi K2.6
 itself (`policy_model_name`).

@@ -12,11 +12,12 @@ Instances are written to disk on demand (`write_task`), not committed: a few hun
 each, written in well under a millisecond, where committing the thousands a run samples
 would bury the repository in generated files. The expected answer is written only into the
 instance's `tests/test.sh`, which the grader uploads after the policy's command has finished
-(`shell_tasks.harbor_task.run_verifier`); nothing in `environment/` holds it.
+(`shell_tasks.harbor_task.grade_in_fresh_sandbox`); nothing in `environment/` holds it.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import shlex
 from collections.abc import Sequence
@@ -61,7 +62,9 @@ WORD_INSTRUCTION = (
     "to `{output}` in {workdir}.\n"
 )
 
+# `artifacts`: the one file the tests read, all a fresh grading sandbox receives.
 TASK_TOML = """version = "1.0"
+artifacts = [{artifact}]
 
 [metadata]
 author_name = "RL fine-tuning course"
@@ -71,6 +74,7 @@ tags = ["bash", "course", "shell_family"]
 
 [verifier]
 timeout_sec = 30.0
+environment_mode = "separate"
 
 [agent]
 timeout_sec = 60.0
@@ -174,7 +178,7 @@ def write_task(item: ShellInstance, root: str | Path) -> Path:
     """
     task_dir = Path(root) / item.name
     files = {
-        "task.toml": TASK_TOML,
+        "task.toml": TASK_TOML.format(artifact=json.dumps(f"{WORKDIR}/{item.output_name}")),
         "instruction.md": item.instruction,
         "environment/Dockerfile": DOCKERFILE,
         f"environment/{item.input_name}": item.input_text,

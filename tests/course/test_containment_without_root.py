@@ -45,6 +45,8 @@ PER_PROCESS_ROWS = {
     },
     "read your secrets": {"stdout (head)": "canary: 0, key names: 0"},
     "fake the grade": {"stdout (head)": "planted", "afterwards": "graded reward 0.0"},
+    "fake it from ~/.profile": {"afterwards": "graded reward 0.0"},
+    "the same, graded in its own sandbox": {"afterwards": "graded reward 1.0"},
 }
 
 

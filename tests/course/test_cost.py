@@ -33,6 +33,7 @@ from helpers.cost import (
 from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
 from helpers.errors import CourseConfigError
 from local_stack.kernel.control_client import get_stats
+from shell_tasks.tamper import STRATEGIES
 from tests.check_cells_support import run_check_cells
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,9 +76,14 @@ CLOUD_ROLLOUTS = {
 }
 # Notebook 07's sandboxes with its cloud defaults: {lifetime budget in seconds: how many}: 11
 # for the first cells, then four groups of 8 and one per training and held-out rollout.
+_ROLLOUTS = SANDBOXED["steps"] * 64 + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"]
+# By hand and containment at 120 s, the builder's at 600 s; grading one more per graded
+# rollout (120 s) and containment row (90 s); the optional tamper cell's, at 300 s and 90 s.
 CLOUD_SANDBOXES = {
-    120: 11,
-    600: 4 * 8 + SANDBOXED["steps"] * 64 + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"],
+    90: 2 + len(STRATEGIES),
+    120: 1 + 12 + 8 + _ROLLOUTS,
+    300: 2 * len(STRATEGIES),
+    600: 4 * 8 + _ROLLOUTS,
 }
 
 

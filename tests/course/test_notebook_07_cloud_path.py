@@ -65,6 +65,9 @@ class SailboxLike:
             raise RuntimeError("the Sailbox's host was lost")
         return timed_out()
 
+    async def run_argv(self, argv: list[str], **_: Any) -> SandboxResult:
+        return timed_out()  # the grader's tests, in a fresh Sailbox
+
     async def write_file(self, path: str, content: str | bytes, **_: Any) -> SandboxResult:
         return SandboxResult(stdout="", stderr="", exit_code=0, metrics={})
 
@@ -76,7 +79,8 @@ class SailboxLike:
 
 
 def containment_namespace(monkeypatch, *, fail_on_run: bool) -> tuple[dict[str, Any], list[str]]:
-    from shell_tasks.harbor_task import load_harbor_task, run_verifier
+    from shell_tasks.harbor_task import grade_in_fresh_sandbox, load_harbor_task, run_verifier
+    from shell_tasks.tamper import STRATEGIES
 
     monkeypatch.setenv("SAIL_API_KEY", "sk-test")
     monkeypatch.setenv("TINKER_API_KEY", "tml-test")
@@ -93,6 +97,8 @@ def containment_namespace(monkeypatch, *, fail_on_run: bool) -> tuple[dict[str, 
         "sandbox_factory": sandbox_factory,
         "task": task,
         "run_verifier": run_verifier,
+        "grade_in_fresh_sandbox": grade_in_fresh_sandbox,
+        "STRATEGIES": STRATEGIES,
         "one_line": lambda text, width: " ".join(text.split())[:width],
         "os": os,
         "secrets": secrets,
@@ -110,10 +116,12 @@ def test_the_containment_cell_runs_on_sailbox_results_that_carry_no_notice(
     namespace, log = containment_namespace(monkeypatch, fail_on_run=False)
     asyncio.run(run_cell(CONTAINMENT_CELL, namespace))  # an IndexError here is the defect
     table = namespace["containment"]
-    assert len(table) == len(namespace["escapes"]) == len(namespace["created"])
+    assert len(table) == len(namespace["escapes"])
+    # One Sailbox per row, and one more for each of the two rows graded in a fresh one.
+    assert len(namespace["created"]) == len(table) + 2
     assert set(table["exit code"]) == {124} and table["timed out"].all()
     assert set(table["stderr (telling line)"]) == {""}
-    assert log == ["cleanup"] * len(table)
+    assert log == ["cleanup"] * len(namespace["created"])
 
 
 def test_a_containment_row_that_fails_still_cleans_its_sandbox_up(monkeypatch) -> None:
@@ -161,6 +169,8 @@ SAILBOX_ROWS = {
     },
     "read your secrets": {"stdout (head)": "canary: 0, key names: 0"},
     "fake the grade": {"stdout (head)": "planted", "afterwards": "graded reward 0.0"},
+    "fake it from ~/.profile": {"afterwards": "graded reward 0.0"},
+    "the same, graded in its own sandbox": {"afterwards": "graded reward 1.0"},
 }
 
 
@@ -183,6 +193,7 @@ def test_the_check_cell_holds_on_a_sailboxs_outcomes() -> None:
         {"infinite loop": {"exit code": -1, "timed out": True}},  # not Sail's timeout code
         {"fork bomb": {"exit code": 124, "timed out": False}},
         {"fake the grade": {"afterwards": "graded reward 1.0"}},
+        {"fake it from ~/.profile": {"afterwards": "graded reward 1.0"}},
         {"network call": {"stdout (head)": "connected"}},
     ],
 )

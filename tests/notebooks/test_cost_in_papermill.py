@@ -14,6 +14,7 @@ import pytest
 
 from helpers.cost import describe_sandboxes
 from local_stack.kernel.control_client import get_stats
+from shell_tasks.tamper import STRATEGIES
 from tests.cloud_support import cloud_kernel_env
 from tests.notebook_support import finish, papermill
 
@@ -148,8 +149,17 @@ def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
     )
     assert code == 0, printed[-3000:]
     created = Counter(round(float(lifetime)) for lifetime in log.read_text().split())
-    # By hand and containment; four groups; one per training and held-out rollout.
-    assert created == {120: 1 + 10, 600: 4 * 3 + 2 * 2 * 3 + 2 * 2 * 1}
+    # By hand and containment; four groups; one per training and held-out rollout. Grading:
+    # one more per graded rollout (the first group, training, held-out), per graded
+    # containment row, and per tamper strategy, besides that strategy's own two.
+    graded_rollouts = 3 + 2 * 2 * 3 + 2 * 2 * 1
+    strategies = len(STRATEGIES)
+    assert created == {
+        90: 2 + strategies,
+        120: 1 + 12 + graded_rollouts,
+        300: 2 * strategies,
+        600: 4 * 3 + 2 * 2 * 3 + 2 * 2 * 1,
+    }
     assert describe_sandboxes(created, "local") in "".join(_text(c) for c in _cells(out))
 
 

@@ -122,3 +122,19 @@ def test_the_course_factory_asks_for_no_network_and_cleanup_ends_the_sailbox(
 def test_sails_inference_calls_still_reach_the_real_core(sailboxes: LocalSailboxCore) -> None:
     """Only Sailbox calls are answered locally; anything else is the real core client's."""
     assert sailboxes.api_http_request_aio.__self__ is sailboxes._real
+
+
+def test_a_login_file_fools_grading_in_the_policys_sailbox_and_not_in_a_fresh_one(
+    sailboxes: LocalSailboxCore,
+) -> None:
+    """sail's own `TinkerSandbox` runs `bash -lc`, so a ~/.profile the policy wrote runs
+    before the tests in its own Sailbox; the fresh Sailbox never reads it. (The whole suite
+    runs on the stand-in in `make rehearse-cloud`.)"""
+    from shell_tasks.tamper import WRONG_ANSWER, tampered_reward
+
+    shared = run(tampered_reward(".profile", WRONG_ANSWER, sailbox_factory, "shared"))
+    fresh = run(tampered_reward(".profile", WRONG_ANSWER, sailbox_factory, "fresh"))
+    assert (shared, fresh) == ((1.0, 0), (0.0, 0))
+    # A policy's Sailbox per grading, and the fresh one: all terminated.
+    assert len(sailboxes.sailboxes) == 3
+    assert all(box.terminated for box in sailboxes.sailboxes.values())

@@ -198,22 +198,25 @@ def test_the_network_namespace_blocks_the_hosts_loopback(loopback_server) -> Non
 
 def test_writes_outside_the_working_directory_fail() -> None:
     name = f"escape-{uuid.uuid4().hex}"
-    targets = [f"/tmp/{name}", f"/etc/{name}", f"/{name}", f"/usr/{name}", f"/root/{name}"]
+    targets = [f"/tmp/{name}", f"/etc/{name}", f"/{name}", f"/usr/{name}"]
     writes = "; ".join(f"echo x > {target} && echo WROTE {target}" for target in targets)
+    # Root's HOME is writable, as on a Sailbox, but it is the sandbox's own, not the host's.
+    inside = f"echo inside > {name}; echo home > /root/{name}"
 
-    async def write_everywhere() -> tuple[object, bool]:
+    async def write_everywhere() -> tuple[object, list[str]]:
         sandbox = await local_sandbox_factory(ENV_DIR)
         try:
-            result = await sandbox.run_command(f"{writes}; echo inside > {name}")
-            return result, (sandbox.host_dir / "app" / name).read_text() == "inside\n"
+            result = await sandbox.run_command(f"{writes}; {inside}")
+            written = [(sandbox.host_dir / d / name).read_text() for d in ("app", "root")]
+            return result, written
         finally:
             await sandbox.cleanup()
 
-    result, wrote_inside = run(write_everywhere())
+    result, written = run(write_everywhere())
     assert "WROTE" not in result.stdout
     assert result.stderr.count("Read-only file system") == len(targets)
-    assert wrote_inside
-    assert not any(Path(target).exists() for target in targets)
+    assert written == ["inside\n", "home\n"]
+    assert not any(Path(target).exists() for target in [*targets, f"/root/{name}"])
 
 
 def test_a_background_process_does_not_survive() -> None:
@@ -401,7 +404,8 @@ def test_a_rollout_group_is_graded_by_test_sh_in_the_sandbox(creation: str) -> N
     }
     assert rewards == {True: 1.0, False: 0.0}
     assert all(t.transitions[0].metrics["has_bash_block"] == 1.0 for t in group.trajectories_G)
-    assert len(created) == 2 and not any(s.host_dir.exists() for s in created)
+    # Two for the rollouts and one more for grading each, all cleaned up.
+    assert len(created) == 4 and not any(s.host_dir.exists() for s in created)
 
 
 CREATING: list[int] = [0, 0]  # sandboxes being created right now, and the most at once

@@ -19,7 +19,7 @@ from tinker_cookbook.sandbox.sandbox_interface import SandboxTerminatedError
 from local_stack.kernel.sandbox import LocalSandbox, ResourceLimits, local_sandbox_factory
 from local_stack.kernel.sandbox.enclosure import totals_problem
 from local_stack.kernel.sandbox.isolation import SANDBOX_ENV
-from shell_tasks.harbor_task import load_harbor_task, run_verifier
+from shell_tasks.harbor_task import grade_in_fresh_sandbox, load_harbor_task
 
 needs_totals = pytest.mark.skipif(
     totals_problem() is not None, reason=f"per-sandbox totals unavailable: {totals_problem()}"
@@ -107,7 +107,7 @@ async def _graded(command: str, grade_with_cookbook: bool = False) -> float:
         await sandbox.run_command(command, timeout=10)
         if grade_with_cookbook:
             return (await HarborReward(task.tests_dir, sandbox, 30)([]))[0]
-        return (await run_verifier(sandbox, task, 30)).reward
+        return (await grade_in_fresh_sandbox(sandbox, task, local_sandbox_factory, 30)).reward
     finally:
         await sandbox.cleanup()
 
@@ -131,7 +131,7 @@ def test_a_verifier_that_writes_no_reward_grades_zero_as_an_error() -> None:
         sandbox = await local_sandbox_factory(task.environment_dir, 120)
         try:
             silent = dataclasses.replace(task, task_dir=Path("/nonexistent"))  # no tests
-            return await run_verifier(sandbox, silent, 30)
+            return await grade_in_fresh_sandbox(sandbox, silent, local_sandbox_factory, 30)
         finally:
             await sandbox.cleanup()
 

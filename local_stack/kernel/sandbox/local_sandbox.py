@@ -10,6 +10,14 @@ Each command runs in its own namespaces (see `isolation`), so files persist betw
 commands but processes do not: unlike a Sailbox, a background process ends with the
 command that started it. Each sandbox as a whole is bounded in memory, processes and
 bytes written (see `ResourceLimits` and `enclosure`).
+
+Commands run as a Sailbox runs them: through sail's own `bash_lc_argv`, a login bash as
+root. A login shell reads /etc/profile (which sources /etc/profile.d/*.sh) and root's
+~/.profile (which, on the Debian images Sail builds from, sources ~/.bashrc), and a Sailbox
+root can write all of them. So the sandbox has a writable HOME, /root, holding the
+dotfiles Debian gives root, and writable copies of Debian's /etc/profile and of an empty
+/etc/profile.d: whatever a command writes there is read by every later command's shell,
+as on a Sailbox.
 """
 
 from __future__ import annotations
@@ -17,11 +25,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
+from sail._shell import bash_lc_argv
 from tinker_cookbook.exceptions import SandboxError
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult, SandboxTerminatedError
 
@@ -38,6 +48,63 @@ DEFAULT_LIMITS = ResourceLimits()
 DEFAULT_WORKDIR = "/app"
 # Harbor's verifier contract: tests are uploaded to /tests and the reward is read from /logs.
 _HARBOR_DIRS = ("/tests", "/logs")
+# Root's home, as on a Sailbox (HOME=/root): writable, and read by every login shell.
+HOME = "/root"
+# What a login shell reads, seeded as Debian 12's base-files has them, the files of the
+# python:3.11-slim-bookworm image the course's tasks name (root's ~/.profile and ~/.bashrc
+# are base-files' dot.profile and dot.bashrc, comments shortened; /etc/profile.d is empty).
+HOME_FILES = {
+    ".profile": """# ~/.profile: executed by Bourne-compatible login shells.
+
+if [ "$BASH" ]; then
+  if [ -f ~/.bashrc ]; then
+    . ~/.bashrc
+  fi
+fi
+
+mesg n 2> /dev/null || true
+""",
+    ".bashrc": """# ~/.bashrc: executed by bash(1) for non-login shells.
+
+# Note: PS1 and umask are already set in /etc/profile.
+# umask 022
+""",
+}
+ETC_PROFILE = """# /etc/profile: system-wide .profile file for the Bourne shell (sh(1))
+# and Bourne compatible shells (bash(1), ksh(1), ash(1), ...).
+
+if [ "$(id -u)" -eq 0 ]; then
+  PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+else
+  PATH="/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
+fi
+export PATH
+
+if [ "${PS1-}" ]; then
+  if [ "${BASH-}" ] && [ "$BASH" != "/bin/sh" ]; then
+    if [ -f /etc/bash.bashrc ]; then
+      . /etc/bash.bashrc
+    fi
+  else
+    if [ "$(id -u)" -eq 0 ]; then
+      PS1='# '
+    else
+      PS1='$ '
+    fi
+  fi
+fi
+
+if [ -d /etc/profile.d ]; then
+  for i in /etc/profile.d/*.sh; do
+    if [ -r $i ]; then
+      . $i
+    fi
+  done
+  unset i
+fi
+"""
+# Writable on a Sailbox, read by login shells; /etc/profile.d starts empty.
+_LOGIN_DIRS = (HOME, "/etc/profile.d")
 _WRITE_FILE_SCRIPT = (
     'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && if [ "$2" = 1 ]; then chmod +x -- "$1"; fi'
 )
@@ -56,8 +123,9 @@ class LocalSandbox:
 
     A teaching sandbox, not a security boundary like a Sailbox VM (see the module docstring).
 
-    Inside, the working directory (the task's, named by the caller), /tests and /logs are
-    writable and backed by `host_dir`; everything else is read-only or absent. Operations
+    Inside, the working directory (the task's, named by the caller), /tests, /logs, root's
+    HOME /root, /etc/profile and /etc/profile.d are writable and backed by `host_dir`;
+    everything else is read-only or absent. Operations
     follow `sail.TinkerSandbox`: once the lifetime budget has run out the sandbox is cleaned
     up and the operation raises the cookbook's `SandboxTerminatedError`, as does any
     operation after `cleanup`. Unlike Sail's, the budget also ends a command still running
@@ -109,7 +177,9 @@ class LocalSandbox:
         timeout: float | None = 60,
         max_output_bytes: int | None = None,
     ) -> SandboxResult:
-        """Run `command` with bash; past `timeout` seconds it is killed with all it started.
+        """Run `command` as `sail.TinkerSandbox` does on a Sailbox: `/bin/bash -lc`, a login
+        shell (sail's `bash_lc_argv`, which runs it in `workdir` through `exec /bin/bash -c`);
+        past `timeout` seconds it is killed with all it started.
 
         Each output stream keeps its first `max_output_bytes` (default: the 64 MiB ceiling).
         The result carries `sail.ExecResult`'s fields as `sail.TinkerSandbox` passes them
@@ -125,11 +195,20 @@ class LocalSandbox:
                 exit_code=-1,
                 metrics={"timed_out": True},
             )
-        outcome = await self._execute(
-            ["bash", "-c", command],
-            cwd=workdir or self.workdir,
+        return await self.run_argv(
+            bash_lc_argv(command, cwd=workdir or self.workdir),
             timeout=timeout,
-            limit=max_output_bytes,
+            max_output_bytes=max_output_bytes,
+        )
+
+    async def run_argv(
+        self, argv: list[str], timeout: float | None = 60, max_output_bytes: int | None = None
+    ) -> SandboxResult:
+        """Run `argv` itself, no shell around it (`Sailbox.exec` with an argv does the same),
+        in the sandbox's working directory; the result is `run_command`'s."""
+        await self._check_alive()
+        outcome = await self._execute(
+            argv, cwd=self.workdir, timeout=timeout, limit=max_output_bytes
         )
         return SandboxResult(
             stdout=outcome.stdout_text,
@@ -245,6 +324,12 @@ class LocalSandbox:
         )
 
 
+def _seed(path: Path, text: str, identity: SandboxIdentity) -> None:
+    """Write one of the files a login shell reads, owned by the sandbox's root."""
+    path.write_text(text)
+    identity.give(path)
+
+
 def _failure(operation: str, timeout: float, outcome: Outcome) -> SandboxResult:
     """A file operation that failed: exit code 1, as the cookbook's contract and Sail report it."""
     reason = (
@@ -292,14 +377,27 @@ async def local_sandbox_factory(
         _warn_totals_not_enforced(unenforced)
     identity = SandboxIdentity.pick()
     enclosure = await asyncio.to_thread(Enclosure.create, limits, identity)
-    writable = {
+    # Mounted in this order: HOME first, so a working directory inside it (/root/app, say)
+    # is mounted over it rather than hidden by it.
+    directories = {
         inside: enclosure.host_dir / inside.strip("/").replace("/", "_")
-        for inside in (workdir, *_HARBOR_DIRS)
+        for inside in (*_LOGIN_DIRS, workdir, *_HARBOR_DIRS)
+    }
+    for directory in (enclosure.host_dir, *directories.values()):
+        directory.mkdir(exist_ok=True)
+        identity.give(directory)
+    for name, text in HOME_FILES.items():
+        _seed(directories[HOME] / name, text, identity)
+    etc_profile = enclosure.host_dir / "etc_profile"
+    _seed(etc_profile, ETC_PROFILE, identity)
+    # The rest of /etc stays the host's, read-only: a path there can be mounted over only
+    # where the host has it (every Linux distribution has both).
+    writable = {
+        inside: host
+        for inside, host in {**directories, "/etc/profile": etc_profile}.items()
+        if not inside.startswith("/etc/") or os.path.lexists(inside)
     }
     # Like Sail's, the lifetime budget starts once the sandbox exists.
     sandbox = LocalSandbox(enclosure, writable, workdir, limits, identity, timeout_seconds)
-    for directory in (enclosure.host_dir, *writable.values()):
-        directory.mkdir(exist_ok=True)
-        identity.give(directory)
     await asyncio.sleep(startup_latency_seconds)
     return sandbox

@@ -13,7 +13,9 @@ timeout is killed and reports exit code 124 with `timed_out`, and nothing is add
 stderr. Where a Sailbox and this stand-in differ (the stand-in's commands run on this
 machine's programs under bubblewrap, not in a VM from the image):
 - no image is pulled or built, and the working directory is `/app` whatever the image says;
-- only `/app`, `/tests` and `/logs` are writable, for commands and file writes alike, and
+- only `/app`, `/tests`, `/logs`, root's HOME `/root`, `/etc/profile` and `/etc/profile.d`
+  are writable, for commands and file writes alike (a command runs in the login shell the
+  SDK asks for, `bash -lc`, which reads the last three), and
   the local sandbox's limits hold (`ResourceLimits`), not those of the Sailbox's size;
 - no process outlives its command, and there is no network whatever the egress policy;
 - each output stream arrives whole when its command ends, not live (so no stream has gaps
