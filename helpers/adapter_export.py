@@ -168,8 +168,8 @@ def estimate_kimi_k26(rank: int) -> ArchiveEstimate:
     `kv_a_proj_with_mqa` and `o_proj`. The export's are the converter's own count. Every Kimi
     adapter size the course states comes from here. Assumed, not documented: bf16."""
     how = (
-        "Tinker's LoRA shapes for Kimi K2.6, as the cookbook counts them, in bf16 "
-        "(Tinker's archive format and dtype are not documented)"
+        "Tinker's LoRA shapes for Kimi K2.6 as the cookbook counts them, in bf16; "
+        "Tinker's archive format and dtype are not documented"
     )
     return dataclasses.replace(estimate_moe(KIMI_K26_SHAPE, rank, BF16_BYTES), how=how)
 
