@@ -1,5 +1,6 @@
-"""Notebook 08's export: how big a Tinker archive is before it is downloaded, room on disk for
-it, and the base-model directory `tinker_cookbook.weights.build_lora_adapter` converts against.
+"""Notebook 08's export: how big a Tinker archive and its PEFT export are before anything is
+downloaded, room on disk and in memory for the conversion, and the base-model directory
+`tinker_cookbook.weights.build_lora_adapter` converts against.
 
 A Tinker archive holds the adapter in Tinker's own layout (see `local_stack/engine/
 tinker_layout.py` for what is known of it); `build_lora_adapter` turns it into the two PEFT
@@ -7,37 +8,64 @@ files Sail's `/v1/loras` takes. The converter reads the base model's `config.jso
 the model family) and the names of its weights (to place `unembed_tokens`); it never reads a
 weight. So in the cloud a stand-in directory of those two things replaces the ~600 GB Kimi
 K2.6 checkpoint, which `build_lora_adapter` would otherwise download in full.
+
+For a mixture-of-experts model the export is much larger than the archive. Tinker stores each
+expert layer's factor on the hidden side once for all experts; the converter gives every
+expert its own copy (`weights/_adapter.py`, `_expand_expert_weights`), and it loads the whole
+archive into memory first (`weights/_artifacts.py`, `load_adapter_weights`). The export's
+size here is not a formula of ours: `converter_export` runs the converter's own conversion on
+tensors with shapes and no data (PyTorch's meta device) and counts what it makes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import math
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from helpers.errors import CourseConfigError
+from kimi.architecture import KIMI_K26 as KIMI_K26_SHAPE
+from kimi.architecture import MoeArchitecture, hf_weight_names, tinker_lora_shapes
 
 KIMI_K26 = "moonshotai/Kimi-K2.6"
 BF16_BYTES = 2
-# At most two copies are on disk at once: the archive and its unpacked files (the archive is
-# deleted then), later the unpacked and the converted files; a little more for the file system.
-DISK_COPIES = 2
+# A little more than the files for the file system, and in memory for Python and the SDKs.
 DISK_SLACK = 1.1
+MEMORY_SLACK = 1.1
 
 
 @dataclass(frozen=True)
 class ArchiveEstimate:
-    """LoRA parameters of an adapter and the bytes its archive takes in bf16."""
+    """LoRA parameters of an adapter, the bytes of its Tinker archive and of its PEFT export,
+    and the bytes the conversion holds in memory at its peak."""
 
     parameters: int
     archive_bytes: int
     how: str  # one sentence: what the figure assumes
+    export_bytes: int = 0  # 0: the same as the archive (a dense model)
+    conversion_memory_bytes: int = 0  # 0: the archive's bytes (nothing copied)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "export_bytes", self.export_bytes or self.archive_bytes)
+        memory = self.conversion_memory_bytes or self.archive_bytes
+        object.__setattr__(self, "conversion_memory_bytes", memory)
 
     @property
     def disk_bytes(self) -> int:
-        return int(self.archive_bytes * DISK_COPIES * DISK_SLACK)
+        """The most on disk at once: the archive and its unpacked files (the archive is then
+        deleted), later the unpacked files and the export."""
+        peak = max(2 * self.archive_bytes, self.archive_bytes + self.export_bytes)
+        return int(peak * DISK_SLACK)
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.conversion_memory_bytes * MEMORY_SLACK)
 
 
 def lora_pairs(in_features: int, out_features: int, rank: int) -> int:
@@ -66,21 +94,84 @@ def estimate_tiny_llama(config: dict[str, Any], rank: int, targets: list[str]) -
     return ArchiveEstimate(parameters, parameters * 4, "every targeted layer of the tiny model")
 
 
+@dataclass(frozen=True)
+class ConverterExport:
+    """What `build_lora_adapter` makes of a Tinker archive, counted in parameters."""
+
+    archive: int  # in the Tinker archive
+    export: int  # in the PEFT export
+    copied: int  # in tensors the converter makes anew (each expert's copies), not the archive's
+
+
+def _convert_on_meta(arch: MoeArchitecture, rank: int) -> dict[str, tuple[int, int]]:
+    """Run the converter's own conversion on shape-only tensors of `arch`; per output tensor,
+    (parameters, 1 if it is a new tensor, 0 if it is the archive's own)."""
+    import torch
+    from tinker_cookbook.weights._adapter import _convert_adapter
+    from tinker_cookbook.weights._merge import detect_merge_profile
+
+    archive = {
+        name: torch.empty(shape, device="meta", dtype=torch.bfloat16)
+        for name, shape in tinker_lora_shapes(arch, rank).items()
+    }
+    names = set(hf_weight_names(arch))
+    profile = detect_merge_profile(arch.hf_config(), names)
+    export, _, _ = _convert_adapter(archive, names, profile)
+    own = {id(tensor) for tensor in archive.values()}
+    return {name: (t.numel(), int(id(t) not in own)) for name, t in export.items()}
+
+
+@functools.cache
+def converter_export(arch: MoeArchitecture, rank: int) -> ConverterExport:
+    """The converter's export of `arch` at `rank`, counted on a copy with one dense and one
+    expert layer (every layer of a kind is the same shape), then scaled to all layers:
+    converting Kimi K2.6's 61 layers of shape-only tensors would take seconds, this takes
+    a fraction of one. `tests/course/test_kimi_export.py` holds the two ways equal."""
+    dense, moe = arch.first_k_dense_replace, arch.num_hidden_layers - arch.first_k_dense_replace
+    small = dataclasses.replace(arch, num_hidden_layers=2, first_k_dense_replace=1)
+    per_layer = {"dense": [0, 0], "moe": [0, 0], "other": [0, 0]}
+    for name, (count, new) in _convert_on_meta(small, rank).items():
+        layer = re.search(r"\.layers\.(\d+)\.", name)
+        kind = "other" if layer is None else ("dense" if layer.group(1) == "0" else "moe")
+        per_layer[kind][0] += count
+        per_layer[kind][1] += count * new
+    weights = {"dense": dense, "moe": moe, "other": 1}
+    export = sum(weights[k] * v[0] for k, v in per_layer.items())
+    copied = sum(weights[k] * v[1] for k, v in per_layer.items())
+    archive = sum(math.prod(s) for s in tinker_lora_shapes(arch, rank).values())
+    return ConverterExport(archive, export, copied)
+
+
+def estimate_moe(arch: MoeArchitecture, rank: int, bytes_per_parameter: int) -> ArchiveEstimate:
+    """An archive of `arch` at `rank` and its export. The conversion holds the whole archive
+    in memory, then every tensor it copies, then writes the export from memory."""
+    counted = converter_export(arch, rank)
+    return ArchiveEstimate(
+        parameters=counted.archive,
+        archive_bytes=counted.archive * bytes_per_parameter,
+        how="",
+        export_bytes=counted.export * bytes_per_parameter,
+        conversion_memory_bytes=(counted.archive + counted.copied) * bytes_per_parameter,
+    )
+
+
+def kimi_k26_archive_parameters(rank: int) -> int:
+    """The parameters of a Kimi K2.6 archive at `rank`, from Tinker's shapes (no torch)."""
+    return sum(math.prod(shape) for shape in tinker_lora_shapes(KIMI_K26_SHAPE, rank).values())
+
+
 def estimate_kimi_k26(rank: int) -> ArchiveEstimate:
     """Kimi K2.6 with LoRA on every layer Tinker adapts (MLP, attention, unembedding), in bf16.
 
-    The parameter count is the cookbook's `get_lora_param_count`, from the table Tinker bakes
-    in: routed experts share their hidden-side factor, and attention counts `q_a_proj`,
-    `kv_a_proj_with_mqa` and `o_proj` only. Every Kimi adapter size the course states comes
-    from here. Assumed, not documented: the archive stores those parameters in bf16."""
-    from tinker_cookbook.hyperparam_utils import get_lora_param_count
-
-    parameters = get_lora_param_count(KIMI_K26, lora_rank=rank)
+    The archive's parameters are the cookbook's `get_lora_param_count` (a test holds them
+    equal): routed experts share their hidden-side factor, and attention adapts `q_a_proj`,
+    `kv_a_proj_with_mqa` and `o_proj`. The export's are the converter's own count. Every Kimi
+    adapter size the course states comes from here. Assumed, not documented: bf16."""
     how = (
-        "the cookbook's LoRA parameter count for Kimi K2.6, in bf16 "
-        "(Tinker's archive format and dtype are not documented)"
+        "Tinker's LoRA shapes for Kimi K2.6 as the cookbook counts them, in bf16; "
+        "Tinker's archive format and dtype are not documented"
     )
-    return ArchiveEstimate(parameters, parameters * BF16_BYTES, how)
+    return dataclasses.replace(estimate_moe(KIMI_K26_SHAPE, rank, BF16_BYTES), how=how)
 
 
 def check_free_disk(directory: Path, estimate: ArchiveEstimate) -> int:
@@ -89,12 +180,34 @@ def check_free_disk(directory: Path, estimate: ArchiveEstimate) -> int:
     free = shutil.disk_usage(directory).free
     if free < estimate.disk_bytes:
         raise CourseConfigError(
-            f"{directory} has {free / 1e9:.1f} GB free, but downloading, unpacking and "
-            f"converting a {estimate.archive_bytes / 1e9:.1f} GB archive needs about "
+            f"{directory} has {free / 1e9:.1f} GB free, but downloading and unpacking a "
+            f"{estimate.archive_bytes / 1e9:.1f} GB archive and converting it into a "
+            f"{estimate.export_bytes / 1e9:.1f} GB export needs about "
             f"{estimate.disk_bytes / 1e9:.1f} GB: free some space, or set COURSE_RUNS_DIR "
             "to a disk that has it."
         )
     return free
+
+
+def available_memory() -> int:
+    """Bytes of memory this machine can give a process now without swapping."""
+    import psutil
+
+    return psutil.virtual_memory().available
+
+
+def check_free_memory(estimate: ArchiveEstimate, available: int | None = None) -> int:
+    """Available memory; refuses in one sentence if the conversion would not fit in it."""
+    available = available_memory() if available is None else available
+    if available < estimate.memory_bytes:
+        raise CourseConfigError(
+            f"this machine has {available / 1e9:.1f} GB of memory available, but converting "
+            f"a {estimate.archive_bytes / 1e9:.1f} GB archive holds about "
+            f"{estimate.memory_bytes / 1e9:.1f} GB at once (the converter loads the whole "
+            "archive and copies each expert's shared factor): convert on a machine with that "
+            "much memory, or sample from the Tinker checkpoint without converting it."
+        )
+    return available
 
 
 def local_base_model_dir(directory: Path) -> Path:

@@ -11,14 +11,19 @@ paid request, with one sentence; there is no prompt, so papermill behaves the sa
 Locally nothing is paid for, so the estimate is printed and no cap applies. Each spending
 notebook's check cell calls `estimate_and_cap` with the rollouts of each part of its run.
 
-Three more things cost money in the cloud and are counted beside the tokens, with no price
-(none is known): the adapter archive that Tinker builds and Sail downloads for every sampler
-checkpoint a notebook serves (its size is an assumption, `ASSUMED_ADAPTER_ARCHIVE_GB`),
-Tinker forward passes that score rollouts without training, and the rollouts cut at their
-timeout, which the token ceiling counts in full because Sail may bill what it sampled for
-them. Sandboxes (notebook 07's Sailboxes) are counted apart, by `describe_sandboxes`: how
-many (each pays a one-time creation charge), and the most sandbox time they can hold. The
-budget caps sampled tokens only.
+Sampled tokens have a price per completion window (`balanced` and `flex` apart, both
+unknown today); a notebook says which of its rollouts sample through flex.
+
+More things cost money in the cloud and are counted beside the tokens, with no price (none is
+known): the adapter archive that Tinker builds and Sail downloads for every sampler checkpoint
+a notebook serves (its size is an assumption, `ASSUMED_ADAPTER_ARCHIVE_GB`), a PEFT export
+uploaded to Sail and hosted there as a named LoRA (notebook 08; its size is the converter's,
+`helpers.adapter_export.estimate_kimi_k26`), Tinker forward passes that score rollouts without
+training, and the rollouts cut at their timeout, which the token ceiling counts in full
+because Sail may bill what it sampled for them. Sandboxes (notebook 07's Sailboxes) are
+counted apart, by `describe_sandboxes`: how many (each pays a one-time creation charge), and
+the most sandbox time they can hold (billed by what they use in it). The budget caps sampled
+tokens only.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.adapter_export import estimate_kimi_k26
+from helpers.adapter_export import kimi_k26_archive_parameters
 from helpers.errors import CourseConfigError
 
 PRICES_PATH = Path(__file__).resolve().parent / "prices.json"
@@ -40,10 +45,11 @@ DEFAULT_BUDGET_SAMPLED_TOKENS = 1_000_000
 # An assumption, not a documented size: a rank-32 Kimi K2.6 LoRA has the parameters the
 # cookbook's `get_lora_param_count` gives (about 4.7 billion), 2 bytes each in bf16, so each
 # sampler checkpoint's archive is about 9.4 GB, built by Tinker and downloaded by Sail once per
-# checkpoint served. `estimate_kimi_k26` is the one source of that size.
-ASSUMED_ADAPTER = estimate_kimi_k26(32)
-ASSUMED_ADAPTER_PARAMETERS = ASSUMED_ADAPTER.parameters
-ASSUMED_ADAPTER_ARCHIVE_GB = ASSUMED_ADAPTER.archive_bytes / 1e9
+# checkpoint served. `helpers.adapter_export` is the one source of that size (and of the
+# export's, which needs torch, so it is computed only where a notebook exports).
+ASSUMED_RANK = 32
+ASSUMED_ADAPTER_PARAMETERS = kimi_k26_archive_parameters(ASSUMED_RANK)
+ASSUMED_ADAPTER_ARCHIVE_GB = ASSUMED_ADAPTER_PARAMETERS * 2 / 1e9
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,8 @@ class Estimate:
 
 
 def load_prices(path: Path = PRICES_PATH) -> dict:
-    """The prices file: USD per million sampled and training tokens (null: not known)."""
+    """The prices file: USD per million sampled tokens in each completion window and per
+    million training tokens, and per Sailbox creation (null: not known)."""
     return json.loads(path.read_text())
 
 
@@ -100,14 +107,29 @@ def estimate(
     return Estimate(sampled_rollouts, sampled_tokens, trained_rollouts, trained_tokens, usd)
 
 
-def priced_estimate(*, sampled_rollouts: int, trained_rollouts: int, max_tokens: int) -> Estimate:
-    """`estimate` with the prices of `prices.json`."""
+def sampled_price(prices: dict, sampled_rollouts: int, flex_rollouts: int) -> float | None:
+    """USD per million sampled tokens over a run whose `flex_rollouts` of `sampled_rollouts`
+    sample through flex and the rest through balanced; None unless every price needed is known."""
+    balanced = prices["usd_per_million_sampled_tokens_balanced"]
+    flex = prices["usd_per_million_sampled_tokens_flex"]
+    if sampled_rollouts == 0:
+        return 0.0
+    if (flex_rollouts and flex is None) or (flex_rollouts < sampled_rollouts and balanced is None):
+        return None
+    flex_share = flex_rollouts / sampled_rollouts
+    return (flex or 0.0) * flex_share + (balanced or 0.0) * (1 - flex_share)
+
+
+def priced_estimate(
+    *, sampled_rollouts: int, trained_rollouts: int, max_tokens: int, flex_rollouts: int = 0
+) -> Estimate:
+    """`estimate` with the prices of `prices.json`, each window's rollouts at its own price."""
     prices = load_prices()
     return estimate(
         sampled_rollouts=sampled_rollouts,
         trained_rollouts=trained_rollouts,
         max_tokens=max_tokens,
-        usd_per_million_sampled=prices["usd_per_million_sampled_tokens"],
+        usd_per_million_sampled=sampled_price(prices, sampled_rollouts, flex_rollouts),
         usd_per_million_training=prices["usd_per_million_training_tokens"],
     )
 
@@ -132,30 +154,38 @@ def estimate_and_cap(
     trained_rollouts: int = 0,
     adapter_archives: int = 0,
     forward_rollouts: int = 0,
+    flex_rollouts: int = 0,
+    exports: int = 0,
 ) -> Estimate:
     """Print what a notebook can spend, before its first request; in the cloud, refuse it if
     that passes the budget. `sampled` gives each part of the run with the rollouts it
-    samples (a part that samples nothing is left out of the list); `adapter_archives` the
-    sampler checkpoints it serves through Sail, and `forward_rollouts` the rollouts Tinker
-    scores with forward passes, outside training."""
+    samples (a part that samples nothing is left out of the list), `flex_rollouts` how many
+    of them sample through flex; `adapter_archives` the sampler checkpoints it serves through
+    Sail, `forward_rollouts` the rollouts Tinker scores with forward passes, outside training,
+    and `exports` the PEFT exports it uploads to Sail as named LoRAs."""
     spend = priced_estimate(
         sampled_rollouts=sum(sampled.values()),
         trained_rollouts=trained_rollouts,
         max_tokens=max_tokens,
+        flex_rollouts=flex_rollouts,
     )
     parts = ", ".join(f"{count:,} {part}" for part, count in sampled.items() if count)
     print(spend.describe())
     print(f"  rollouts, each at most {max_tokens:,} tokens: {parts or 'none'}")
     if backend == "cloud" and spend.rollouts:
         print("  a rollout cut at its timeout counts in full: Sail may bill what it sampled for it")
-    if adapter_archives or forward_rollouts:
-        print(f"  also: {describe_other_costs(backend, adapter_archives, forward_rollouts)}")
+    if adapter_archives or forward_rollouts or exports:
+        others = describe_other_costs(backend, adapter_archives, forward_rollouts, exports)
+        print(f"  also: {others}")
     check_budget(spend, budget_sampled_tokens, backend)
     return spend
 
 
-def describe_other_costs(backend: str, adapter_archives: int, forward_rollouts: int) -> str:
-    """The costs beside sampled and trained tokens: adapter archives and forward passes."""
+def describe_other_costs(
+    backend: str, adapter_archives: int, forward_rollouts: int, exports: int = 0
+) -> str:
+    """The costs beside sampled and trained tokens: adapter archives, forward passes, and
+    PEFT exports uploaded to Sail and hosted there as named LoRAs."""
     archives = f"{adapter_archives:,} adapter archives (one per sampler checkpoint served)"
     if backend == "cloud":
         archives += (
@@ -164,33 +194,49 @@ def describe_other_costs(backend: str, adapter_archives: int, forward_rollouts: 
             f" rank-32 Kimi K2.6 LoRA of about {ASSUMED_ADAPTER_PARAMETERS / 1e9:.1f} billion bf16"
             " parameters)"
         )
-    forward = f"{forward_rollouts:,} rollouts scored by Tinker forward passes"
-    return f"{archives}; {forward}; no price known for either"
+    parts = [archives, f"at most {forward_rollouts:,} rollouts scored by Tinker forward passes"]
+    if exports:
+        parts.append(describe_exports(backend, exports))
+    return "; ".join(parts) + "; no price known for any of these"
+
+
+def describe_exports(backend: str, exports: int) -> str:
+    """PEFT exports uploaded to Sail, with their size in the cloud (the converter's count)."""
+    uploads = f"{exports:,} PEFT export uploaded to Sail and hosted there as a named LoRA"
+    if backend != "cloud":
+        return uploads
+    from helpers.adapter_export import estimate_kimi_k26
+
+    export_gb = estimate_kimi_k26(ASSUMED_RANK).export_bytes / 1e9
+    return (
+        f"{uploads} while it is kept (about {exports * export_gb:,.1f} GB uploaded: the "
+        f"converter copies each expert's shared factor, so a rank-{ASSUMED_RANK} export is "
+        f"{export_gb:.1f} GB against the archive's {ASSUMED_ADAPTER_ARCHIVE_GB:.1f} GB)"
+    )
 
 
 def describe_sandboxes(lifetimes: dict[int, int], backend: str) -> str:
     """Sandboxes a notebook creates, as {lifetime budget in seconds: how many}. Each ends at
     its `cleanup`, and at the latest when its budget runs out, so the sum of the budgets is
-    the most sandbox time the notebook can hold (it usually holds seconds of it)."""
+    the most sandbox time the notebook can hold (it usually holds seconds of it). Sail bills
+    a Sailbox once when it is created, then by the usage it observes while it runs, not by
+    the hour (`Sailbox.create`'s docstring): only the creations can have a price here."""
     count = sum(lifetimes.values())
     seconds = sum(lifetime * n for lifetime, n in lifetimes.items())
     if backend != "cloud":
         return f"sandboxes: {count} local ones, holding at most {seconds:,} sandbox-seconds"
-    prices = load_prices()
-    per_hour, per_creation = (
-        prices["usd_per_sailbox_hour_size_s"],
-        prices["usd_per_sailbox_creation_size_s"],
-    )
-    money = (
+    per_creation = load_prices()["usd_per_sailbox_creation_size_s"]
+    creations = (
         "no price known"
-        if per_hour is None or per_creation is None
-        else f"at most ${seconds / 3600 * per_hour + count * per_creation:,.2f}"
+        if per_creation is None
+        else f"${count * per_creation:,.2f} for the creations"
     )
     return (
         f"Sailboxes: {count} of size s, holding at most {seconds:,} Sailbox-seconds "
         f"(each ends at its cleanup, or when its lifetime budget runs out), and {count} "
         f"one-time creation charges (Sail charges each Sailbox once when it is created); "
-        f"{money}; budget_sampled_tokens does not cap them"
+        f"{creations}; the time they run is billed by the usage Sail observes (no unit price "
+        "known); budget_sampled_tokens does not cap them"
     )
 
 

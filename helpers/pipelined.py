@@ -7,6 +7,7 @@ Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` us
 """
 
 import asyncio
+import contextlib
 import math
 import statistics
 import time
@@ -21,6 +22,7 @@ from helpers.scoring import MathGroupBuilder
 from helpers.training import (
     LoopSettings,
     bootstrap_interval,
+    delete_checkpoint,
     mean_reward,
     rollout_groups,
     snapshot_policy,
@@ -160,9 +162,12 @@ async def run_loop(
     0 is the synchronous loop. With k > 0, up to k batches sample while Tinker trains; a
     batch started during step t samples from step t's snapshot and is trained at step t + k.
     `rows_for_step(step)` gives the problems of a step. Returns one record per step.
+    Each snapshot is deleted once no batch samples from it any more, as notebook 04 does.
     """
     lanes = max(1, max_staleness)
     in_flight: dict[int, asyncio.Task] = {}
+    sampled_at: dict[int, int] = {}  # batch -> the step whose snapshot samples it
+    snapshots: dict[int, Any] = {}  # step -> its snapshot, until no batch samples from it
     next_batch = 0
 
     def start_batches(step: int, policy: Any) -> None:
@@ -172,7 +177,13 @@ async def run_loop(
                 next_batch, step, policy, rows_for_step(next_batch), course, settings, timeline
             )
             in_flight[next_batch] = asyncio.create_task(batch)
+            sampled_at[next_batch] = step
             next_batch += 1
+
+    async def delete_unused_snapshots() -> None:
+        in_use = {sampled_at[batch] for batch in in_flight}
+        for step in [s for s in snapshots if s not in in_use]:
+            await delete_checkpoint(course.service_client, snapshots.pop(step).checkpoint_path)
 
     records = []
     try:
@@ -180,12 +191,17 @@ async def run_loop(
             started = time.monotonic()
             name = f"{settings.run_name}-step-{step}"
             policy = await snapshot_policy(name, settings, training_client, course)
+            snapshots[step] = policy
             timeline.record("snapshot", step, started)
             start_batches(step, policy)
             batch = await in_flight.pop(step)
             start_batches(step, policy)
+            await delete_unused_snapshots()
             records.append(await train_on_batch(batch, training_client, settings, timeline))
     finally:
         for task in in_flight.values():  # only left over if a step failed
             task.cancel()
+        in_flight.clear()
+        with contextlib.suppress(Exception):  # the failure that got us here matters more
+            await delete_unused_snapshots()
     return records

@@ -16,7 +16,10 @@ What is not known, and what the local stack does instead (the one list of guesse
   reader could mistake for a PEFT config (no `peft_type`, `target_modules` or base model);
 - the tensors' dtype: the stack writes float32 (its model is float32);
 - other members of the archive (README, metadata files): the stack's tar has the two files.
-The tiny model is dense, so the expert layout does not arise here.
+The tiny model is dense, so its checkpoints have no expert layer. The mixture-of-experts mode
+is `kimi.moe_archive`: an archive of a small Kimi K2-shaped model (`kimi.architecture.TINY_MOE`)
+in this layout, 3-D expert tensors with the hidden-side factor shared, which notebook 08 and
+tests/course/test_kimi_export.py convert with `build_lora_adapter`.
 """
 
 from __future__ import annotations

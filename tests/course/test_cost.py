@@ -28,6 +28,7 @@ from helpers.cost import (
     estimate,
     estimate_and_cap,
     load_prices,
+    sampled_price,
     sampled_tokens,
 )
 from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
@@ -129,10 +130,32 @@ def test_estimate_is_a_ceiling_with_money_only_where_both_prices_are_known() -> 
 def test_prices_file_names_no_price_it_cannot_source() -> None:
     prices = load_prices()
     assert {"date", "source", "note"} <= prices.keys()
-    for key in ("usd_per_million_sampled_tokens", "usd_per_million_training_tokens"):
+    prices_named = [key for key in prices if key.startswith("usd_")]
+    assert {
+        "usd_per_million_sampled_tokens_balanced",
+        "usd_per_million_sampled_tokens_flex",
+        "usd_per_million_training_tokens",
+        "usd_per_sailbox_creation_size_s",
+    } == set(prices_named)  # no price per Sailbox-hour: Sail bills observed usage
+    for key in prices_named:
         # A price needs its date and source; there is none offline, so none is given.
         assert prices[key] is None or (prices["date"] and prices["source"])
     assert json.loads(PRICES_PATH.read_text()) == prices
+
+
+def test_each_completion_window_is_priced_at_its_own_rate() -> None:
+    prices = {
+        "usd_per_million_sampled_tokens_balanced": 2.0,
+        "usd_per_million_sampled_tokens_flex": 1.0,
+    }
+    assert sampled_price(prices, 10, 0) == 2.0 and sampled_price(prices, 10, 10) == 1.0
+    assert sampled_price(prices, 10, 5) == pytest.approx(1.5)
+    flex_unknown = {**prices, "usd_per_million_sampled_tokens_flex": None}
+    assert sampled_price(flex_unknown, 10, 0) == 2.0  # nothing samples through flex
+    assert sampled_price(flex_unknown, 10, 1) is None
+    balanced_unknown = {**prices, "usd_per_million_sampled_tokens_balanced": None}
+    assert sampled_price(balanced_unknown, 10, 10) == 1.0
+    assert sampled_price(balanced_unknown, 10, 9) is None
 
 
 def test_cap_applies_in_the_cloud_only_and_names_estimate_budget_and_remedy() -> None:

@@ -25,12 +25,13 @@ from helpers.cost import (
 ROOT = Path(__file__).resolve().parents[2]
 # With backend="cloud" and the defaults: (adapter archives, rollouts through forward passes).
 # 02: the checkpoint signed by hand and sail_policy's; 03: one checkpoint for every draw,
-# and the 128 trained rollouts scored before and after the step; 04: 7 steps and 2
+# and the 128 trained rollouts scored before and after the step and twice by the optional
+# ppo/cispo cell; 04: 7 steps and 2
 # evaluations; 06: 3 x 5 + 4 steps and 4 models scored; 07: 3 steps and 2 evaluations; 08:
 # its 7-step run and the shipped checkpoint, and 4 passes over 4 parity rollouts.
 CLOUD_OTHER = {
     "02_snapshot_and_serve": (2, 0),
-    "03_one_grpo_step": (1, 256),
+    "03_one_grpo_step": (1, 512),
     "04_training_loop": (9, 0),
     "06_faster_loops": (23, 0),
     "07_sandboxed_rollouts": (5, 0),
@@ -42,7 +43,9 @@ CHECKED_HERE = [
     "04_training_loop",
     "06_faster_loops",
     "07_sandboxed_rollouts",
+    "08_ship_the_adapter",
 ]
+EXPORTS = {"08_ship_the_adapter": 1}  # PEFT exports uploaded to Sail as named LoRAs
 
 
 def check_cell_output(notebook: str) -> str:
@@ -64,7 +67,8 @@ def test_each_check_cell_counts_its_archives_and_forward_passes(notebook: str, m
     monkeypatch.setenv("SAIL_API_KEY", "sk-not-a-real-key")
     archives, forward = CLOUD_OTHER[notebook]
     printed = check_cell_output(notebook)
-    assert f"  also: {describe_other_costs('cloud', archives, forward)}\n" in printed
+    exports = EXPORTS.get(notebook, 0)
+    assert f"  also: {describe_other_costs('cloud', archives, forward, exports)}\n" in printed
     assert "a rollout cut at its timeout counts in full" in printed
 
 
@@ -72,7 +76,18 @@ def test_the_archive_line_states_its_size_as_an_assumption_and_invents_no_price(
     line = describe_other_costs("cloud", 10, 256)
     assert round(ASSUMED_ADAPTER_ARCHIVE_GB, 1) == 9.4  # the cookbook's count, in bf16
     assert "about 94 GB" in line and "assumed 9.4 GB each" in line and "4.7 billion" in line
-    assert "256 rollouts scored by Tinker forward passes" in line and "no price known" in line
+    assert "at most 256 rollouts scored by Tinker forward passes" in line
+    assert "no price known" in line and "PEFT export" not in line
+
+
+def test_the_export_line_states_the_converters_size_and_unknown_upload_and_hosting() -> None:
+    from helpers.adapter_export import estimate_kimi_k26
+
+    line = describe_other_costs("cloud", 8, 16, 1)
+    export = estimate_kimi_k26(32).export_bytes / 1e9
+    assert f"about {export:,.1f} GB uploaded" in line and "hosted there as a named LoRA" in line
+    assert line.endswith("no price known for any of these")
+    assert "GB" not in describe_other_costs("local", 8, 16, 1)
     assert "GB" not in describe_other_costs("local", 10, 0)  # the local adapter is tiny
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.dataset import orca_format_rows
 from helpers.scoring import NUMBER, extract_boxed, final_answer, normalize_answer
 
 ROWS = [
@@ -82,3 +83,64 @@ def test_a_local_dataset_solution_still_gives_its_result() -> None:
     for row in arithmetic_dataset()["train"].select(range(50)):
         result = row["answer"].rsplit("= ", 1)[1].split()[0].rstrip(".")  # "... = 14 pens."
         assert final_answer(row["answer"]) == result
+
+
+# -- rows in orca-math's published answer format, from a data file --
+
+ORCA_ROWS = orca_format_rows()
+# The rows `final_answer` gets wrong today, by the start of their question: each names a
+# number after its answer in its final sentence (a threshold, a rate's other form, the
+# class average, a fraction's decimal) or closes on a value computed before the answer.
+KNOWN_MISSES = {
+    "In a city election, Mr. Lopez",
+    "The sum of three consecutive even numbers",
+    "Simple interest on $2,500",
+    "Eunji's score was 8 points",
+    "There are 5 red, 7 blue and 8 green",
+}
+
+
+def test_the_orca_format_rows_are_many_and_each_names_its_source() -> None:
+    assert len(ORCA_ROWS) >= 30
+    assert len({r["question"] for r in ORCA_ROWS}) == len(ORCA_ROWS)
+    for row in ORCA_ROWS:
+        assert set(row) == {"question", "answer", "final", "source"}, row
+        assert all(isinstance(v, str) and v.strip() for v in row.values()), row
+        assert "card" in row["source"], row["source"]
+        # The stated answer appears in the solution: the row is self-consistent.
+        assert normalize_answer(row["final"]) in {
+            normalize_answer(n) for n in NUMBER.findall(row["answer"])
+        } | {row["final"]}, row
+
+
+def test_final_answer_on_the_orca_format_rows() -> None:
+    missed = {
+        row["question"] for row in ORCA_ROWS if not right(final_answer(row["answer"]), row["final"])
+    }
+    assert {m for m in missed if m.startswith(tuple(KNOWN_MISSES))} == missed
+    assert len(missed) == len(KNOWN_MISSES)
+
+
+def test_notebook_01_states_the_miss_rate_from_the_file(monkeypatch) -> None:
+    """Its cell renders the count and the rates of whatever rows the file holds."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+    import pandas as pd
+
+    from helpers import dataset
+
+    root = Path(__file__).resolve().parents[2]
+    cells = nbformat.read(root / "notebooks" / "01_scoring.ipynb", as_version=4).cells
+    [source] = [c.source for c in cells if "orca_format_rows()" in c.source]
+    rows = ORCA_ROWS[:10]  # another count than the file's, so no figure can be pasted
+    monkeypatch.setattr(dataset, "orca_format_rows", lambda: rows)
+    shown: list = []
+    namespace = {"final_answer": final_answer, "same": right, "last_number": last_number}
+    exec(source.replace("display(", "shown.append("), {**namespace, "pd": pd, "shown": shown})  # noqa: S102
+    (markdown,) = shown
+    misses = sum(not right(final_answer(r["answer"]), r["final"]) for r in rows)
+    last = sum(not right(last_number(r["answer"]), r["final"]) for r in rows)
+    stated = {int(n) for n in re.findall(r"\d+", markdown.data)}
+    assert {len(rows), misses, last, round(100 * misses / len(rows))} <= stated, markdown.data

@@ -1,14 +1,18 @@
 """The whole course calls only what the installed SDKs have, and sends only the raw HTTP
 request shapes `helpers/sail_http.REQUEST_SHAPES` lists.
 
-Every source a learner runs is read: `helpers/`, `shell_tasks/`, `sweeps/` and the code cells
-of every notebook. Each file is walked in order with a small type inference: SDK imports,
-assignments, annotations, return annotations of SDK functions (so `await (await
-client.forward_async(...))` is a `ForwardBackwardOutput`), sail's `.aio` variants, and, where
-the course annotates nothing (`training_client: Any`), the names the course gives SDK objects
-(`NAME_TYPES`). Every attribute looked up on an SDK module, class or instance must exist on the
-installed package, and every call of an SDK callable must bind to its signature with the
-keywords the course passes. A renamed or removed SDK method fails here, naming file and line.
+Every source of the course is read: `helpers/`, `kimi/`, `shell_tasks/`, `sweeps/`, `scripts/`,
+`bench/` and the code cells of every notebook. Each file is walked in order with a small type
+inference: SDK imports, assignments, annotations, return annotations of SDK functions (so
+`await (await training_client.forward_async(...))` is a `ForwardBackwardOutput`), sail's `.aio`
+variants, and, where the course annotates nothing (`training_client: Any`), the names the
+course gives SDK objects (`NAME_TYPES`). A name map is a fallback, never an override: a name
+bound to a value of a known non-SDK type (made by a class or function imported from another
+package or defined in the file, or annotated with such a type) keeps that type, so a kernel
+client, a benchmark's own `Client` or a test double is never read as an SDK object. Every
+attribute looked up on an SDK module, class or instance must exist on the installed package,
+and every call of an SDK callable must bind to its signature with the keywords the course
+passes. A renamed or removed SDK method fails here, naming file and line.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from helpers import sail_http
 
 ROOT = Path(__file__).resolve().parents[2]
 SDKS = ("tinker", "sail", "tinker_cookbook")
-SOURCE_DIRS = ("helpers", "shell_tasks", "sweeps")
+SOURCE_DIRS = ("helpers", "kimi", "shell_tasks", "sweeps", "scripts", "bench")
 
 
 def _sdk(path: str) -> Any:
@@ -37,12 +41,13 @@ def _sdk(path: str) -> Any:
 
 
 # The course's names for SDK objects it receives untyped (parameters annotated Any, fields of
-# its own classes). A name here is an SDK object wherever the course uses it.
+# its own classes). Each name means one SDK type everywhere in the course; a generic name
+# (`client`, `manager`) is not here, because the course uses it for other things too (kernel
+# clients, a benchmark's own clients). A name bound to a known non-SDK value is never looked up.
 NAME_TYPES = {
     "service_client": "tinker.ServiceClient",
     "training_client": "tinker.TrainingClient",
     "base_client": "tinker.TrainingClient",
-    "client": "tinker.TrainingClient",
     "rest_client": "tinker.lib.public_interfaces.rest_client.RestClient",
     "sampling_client": "tinker.SamplingClient",
     "completer": "sail.SailTokenCompleter",
@@ -74,6 +79,22 @@ class Callee:
     func: Any
     bound: bool = False
     aio: bool = False
+
+
+# The course's own packages: what they return may hold SDK objects (`course.service_client`).
+COURSE_PACKAGES = {*SOURCE_DIRS, "local_stack", "tests"}
+# Where annotations come from (`Any`, `Callable`): naming a type, not making a value.
+TYPING_MODULES = {"typing", "typing_extensions", "collections", "__future__"}
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """A value of a type from outside the SDKs: another package's (`jupyter_client`,
+    `aiohttp`), or a class the file defines (`local`), whose fields may still carry the
+    course's names for SDK objects."""
+
+    origin: str
+    local: bool = False
 
 
 @dataclass
@@ -163,8 +184,10 @@ class Walker(ast.NodeVisitor):
     def __init__(self, where: str) -> None:
         self.where = where
         self.env: dict[str, Any] = {}
+        self.foreign: set[str] = set()  # names imported from other packages or defined here
         self.findings: list[Finding] = []
         self.checked = 0  # SDK attribute lookups and calls verified
+        self.members: list[ast.Attribute] = []  # SDK attributes found on an SDK module or value
 
     def report(self, node: ast.AST, what: str) -> None:
         self.findings.append(Finding(f"{self.where}:{getattr(node, 'lineno', '?')}", what))
@@ -172,7 +195,12 @@ class Walker(ast.NodeVisitor):
     # -- bindings ------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            if alias.name.split(".")[0] in SDKS:
+            top = alias.name.split(".")[0]
+            if top not in SDKS:
+                if top not in COURSE_PACKAGES | TYPING_MODULES:
+                    self.foreign.add(alias.asname or top)
+                self.env.pop(alias.asname or top, None)
+            else:
                 module = importlib.import_module(alias.name)
                 if alias.asname:
                     self.env[alias.asname] = module
@@ -182,6 +210,11 @@ class Walker(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if not node.module or node.module.split(".")[0] not in SDKS:
+            for alias in node.names:
+                top = node.module.split(".")[0] if node.module and not node.level else ""
+                if top and top not in COURSE_PACKAGES | TYPING_MODULES:
+                    self.foreign.add(alias.asname or alias.name)
+                self.env.pop(alias.asname or alias.name, None)
             return
         module = importlib.import_module(node.module)
         for alias in node.names:
@@ -201,10 +234,22 @@ class Walker(ast.NodeVisitor):
         for target in node.targets:
             if isinstance(target, ast.Name) and inferred is not None:
                 self.env[target.id] = inferred
+            elif isinstance(target, ast.Tuple | ast.List) and isinstance(inferred, Foreign):
+                self.forget(target, inferred)  # `manager, client = start_new_kernel()`
             elif isinstance(target, ast.Name | ast.Tuple | ast.List):
                 self.forget(target)
             else:
                 self.infer(target)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        bases = [self.infer(base) for base in node.bases]
+        for decorator in node.decorator_list:
+            self.infer(decorator)
+        self.env.pop(node.name, None)
+        if not any(inspect.isclass(base) and _is_sdk(base) for base in bases):
+            self.env[node.name] = Foreign(node.name, local=True)  # not an SDK object
+        for statement in node.body:
+            self.visit(statement)
 
     def visit_withitem(self, node: ast.withitem) -> None:
         inferred = self.infer(node.context_expr)
@@ -226,9 +271,15 @@ class Walker(ast.NodeVisitor):
             annotated = self.infer(arg.annotation) if arg.annotation is not None else None
             if inspect.isclass(annotated) and _is_sdk(annotated):
                 self.env[arg.arg] = Instance(annotated)
+            elif isinstance(annotated, Foreign):  # `client: Client`: not an SDK object
+                self.env[arg.arg] = annotated
+        outer_foreign = set(self.foreign)
+        self.foreign -= {arg.arg for arg in [*node.args.posonlyargs, *node.args.args]}
+        self.foreign -= {arg.arg for arg in node.args.kwonlyargs}
         for statement in node.body:
             self.visit(statement)
         self.env = outer
+        self.foreign = outer_foreign
 
     def _loop(self, node: ast.For | ast.AsyncFor) -> None:
         self.infer(node.iter)
@@ -239,11 +290,14 @@ class Walker(ast.NodeVisitor):
     visit_For = _loop
     visit_AsyncFor = _loop
 
-    def forget(self, target: ast.AST) -> None:
-        """Names rebound to values of unknown type."""
+    def forget(self, target: ast.AST, value: Foreign | None = None) -> None:
+        """Names rebound to values of unknown type (or of a known non-SDK type)."""
         for name in ast.walk(target):
             if isinstance(name, ast.Name):
-                self.env.pop(name.id, None)
+                if value is None:
+                    self.env.pop(name.id, None)
+                else:
+                    self.env[name.id] = value
 
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
@@ -265,11 +319,15 @@ class Walker(ast.NodeVisitor):
         if isinstance(node, ast.Name):
             if node.id in self.env:
                 return self.env[node.id]
+            if node.id in self.foreign:
+                return Foreign(node.id)
             return Instance(_sdk(NAME_TYPES[node.id])) if node.id in NAME_TYPES else None
         if isinstance(node, ast.Attribute):
             return self.attribute(node)
         if isinstance(node, ast.Await):
             inner = self.infer(node.value)
+            if isinstance(inner, Foreign):
+                return inner
             return inner.result if isinstance(inner, Awaitable) else None
         if isinstance(node, ast.Call):
             return self.call(node)
@@ -286,9 +344,12 @@ class Walker(ast.NodeVisitor):
     def attribute(self, node: ast.Attribute) -> Any:
         base = self.infer(node.value)
         name = node.attr
+        if isinstance(base, Foreign) and not base.local:
+            return Foreign(f"{base.origin}.{name}")
         if inspect.ismodule(base) and _is_sdk(base):
             if hasattr(base, name):
                 self.checked += 1
+                self.members.append(node)
                 return getattr(base, name)
             try:
                 return importlib.import_module(f"{base.__name__}.{name}")
@@ -320,6 +381,8 @@ class Walker(ast.NodeVisitor):
             self.report(node, f"{cls.__module__}.{cls.__qualname__} has no attribute {name!r}")
             return None
         self.checked += 1
+        if isinstance(node, ast.Attribute):
+            self.members.append(node)
         member = inspect.getattr_static(cls, name, None)
         if isinstance(member, property) and member.fget is not None:
             return _returns(member.fget)
@@ -336,6 +399,8 @@ class Walker(ast.NodeVisitor):
         func = self.infer(node.func)
         for argument in [*node.args, *(k.value for k in node.keywords)]:
             self.infer(argument)
+        if isinstance(func, Foreign):
+            return Foreign(f"{func.origin}()", local=func.local)
         if isinstance(func, Callee):
             self.bind(node, func.func, bound=func.bound)
             result = _returns(func.func)
@@ -433,6 +498,72 @@ def test_a_renamed_sdk_method_is_caught() -> None:
     assert any("save_weights_for_sampler_v2" in f.what for f in walker.findings), walker.findings
 
 
+def _folder(where: str) -> str:
+    return "notebooks" if where.endswith(".ipynb") else where.split("/")[0]
+
+
+def _plant(source: Source, line_number: int, line: str) -> Walker:
+    lines = source.text.splitlines()
+    lines[line_number - 1] = line
+    text = "\n".join(lines)
+    return walk(Source(source.where, _parse(text, source.where), text))
+
+
+@pytest.mark.parametrize("folder", [*SOURCE_DIRS, "notebooks"])
+def test_a_renamed_sdk_method_in_any_folder_is_caught(folder: str) -> None:
+    """In every folder the walk reads, rename SDK attributes the course uses (one at a time,
+    at its place): each rename is reported at its line. A folder that calls no SDK (sweeps/
+    today) gets a misnamed call appended to each file instead, in that file's own context."""
+    sources = [s for s in SOURCES if _folder(s.where) == folder]
+    assert sources, folder
+    planted = 0
+    for source in sources:
+        appended = (
+            f"{source.text}\nimport tinker\ntinker.ServiceClient().create_lora_training_clientt()"
+        )
+        walker = walk(Source(source.where, _parse(appended, source.where), appended))
+        assert any("create_lora_training_clientt" in f.what for f in walker.findings), source
+    for source in sources:
+        walker = walk(source)
+        assert not walker.findings
+        for node in walker.members[:3]:  # a few per file keep the test quick
+            line = source.text.splitlines()[node.end_lineno - 1]
+            start = node.end_col_offset - len(node.attr)
+            assert line[start : node.end_col_offset] == node.attr
+            renamed = f"{line[:start]}{node.attr}_renamed{line[node.end_col_offset :]}"
+            planted_walker = _plant(source, node.end_lineno, renamed)
+            assert any(
+                f"{node.attr}_renamed" in f.what and f.where.endswith(f":{node.end_lineno}")
+                for f in planted_walker.findings
+            ), (source.where, node.end_lineno, node.attr, planted_walker.findings)
+            planted += 1
+    if folder != "sweeps":  # sweeps/ calls the SDKs only through helpers/
+        assert planted, f"{folder}: no SDK attribute found to rename"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # A kernel client from jupyter_client, a benchmark's own class, a test double: none
+        # of them is a TrainingClient, whatever the name.
+        "from jupyter_client.manager import start_new_kernel\n"
+        "manager, client = start_new_kernel()\nclient.execute_interactive('1')",
+        "class Client:\n    pass\ndef f(client: Client):\n    client.tinker_key",
+        "class FakeTrainer:\n    pass\ntraining_client = FakeTrainer()\ntraining_client.whatever()",
+        "async def f(client):\n    await client.anything_at_all()",
+    ],
+)
+def test_names_of_other_types_are_not_read_as_sdk_objects(code: str) -> None:
+    walker = walk(Source("snippet", _parse(code, "snippet"), code))
+    assert not walker.findings, walker.findings
+
+
+def test_a_name_map_entry_still_binds_untyped_course_values() -> None:
+    code = "async def f(training_client):\n    await training_client.forward_backwards_async()"
+    walker = walk(Source("snippet", _parse(code, "snippet"), code))
+    assert any("forward_backwards_async" in f.what for f in walker.findings), walker.findings
+
+
 @pytest.mark.parametrize(
     ("code", "missing"),
     [
@@ -492,9 +623,14 @@ def raw_requests(source: Source) -> list[tuple[int, str, str, set[str] | None]]:
     return found
 
 
+# Scripts and benchmarks send raw HTTP on purpose (to the local stack's own routes, to a
+# package index); the table is of requests the course sends to Sail.
+SAIL_SENDERS = ("helpers", "kimi", "shell_tasks", "sweeps", "notebooks")
+
+
 def test_every_raw_http_request_is_in_the_table() -> None:
     seen, problems = set(), []
-    for source in SOURCES:
+    for source in [s for s in SOURCES if _folder(s.where) in SAIL_SENDERS]:
         for line, method, route, fields in raw_requests(source):
             if not (method.startswith(("'", '"')) and route.startswith(("'", '"'))):
                 if source.where == "helpers/sail_http.py":

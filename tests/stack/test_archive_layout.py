@@ -197,13 +197,14 @@ def _calls(source: str, name: str) -> list[tuple[ast.Call, bool]]:
 
 
 def test_notebook_08_converts_on_both_backends_and_uploads_the_converted_files() -> None:
-    export = _cell_with("build_lora_adapter(")
+    export = _cell_with("tinker_dir, peft_dir = ")  # the export cell (not the optional MoE one)
     [(call, guarded)] = _calls(export, "build_lora_adapter")
     assert not guarded, "build_lora_adapter must run on both backends"
     output = next(k.value for k in call.keywords if k.arg == "output_path")
     assert ast.unparse(output) == "str(peft_dir)"
     # The disk check comes before anything is saved or downloaded.
     assert export.index("check_free_disk(") < export.index("save_weights_for_sampler_async")
+    assert export.index("check_free_memory(") < export.index("save_weights_for_sampler_async")
     uploads = [c for s in _cells() for c, _ in _calls(s, "upload_file")]
     assert len(uploads) == 2
     for call in uploads:
@@ -240,6 +241,7 @@ def test_archive_size_estimates(trained) -> None:
     kimi = estimate_kimi_k26(32)
     assert 4.5e9 < kimi.parameters < 5.0e9  # the issue's ~4.7 billion, ~9.4 GB in bf16
     assert kimi.archive_bytes == 2 * kimi.parameters
+    assert tiny.export_bytes == tiny.archive_bytes  # a dense model's export is its archive
 
 
 def test_disk_check_refuses_in_one_sentence(tmp_path) -> None:
