@@ -44,7 +44,7 @@ def make_app(public_url: str) -> web.Application:
     app[STORAGE_DIR] = config.storage_dir()
     app.router.add_get("/healthz", healthz)
     knobs = ClientKnobs(Knobs.from_settings(config.knob_settings_from_env()))
-    sail = sail_app(knobs)
+    sail = sail_app(knobs, lambda url: app[TINKER_SERVICE].expire_archive(url))
     app.add_subapp("/v1", sail)
     control = control_app(knobs, lambda: sail[SAIL_SERVICE].stats(), app[STORAGE_DIR])
     app.add_subapp("/local", control)

@@ -37,10 +37,13 @@ MAX_LORA_BODY_BYTES = 64 * 1024  # a name, model ids and two file ids
 
 SERVICE = web.AppKey("sail_service", SailService)
 KNOBS = web.AppKey("sail_knobs", ClientKnobs)
+EXPIRE_CHECKPOINT = web.AppKey("expire_checkpoint", Callable[[str], None])
 
 
 def _error_body(error: ApiError) -> dict:
     kind = "authentication_error" if error.status == 401 else "invalid_request_error"
+    if error.status == 429:
+        kind = "rate_limit_error"
     if error.status >= 500:
         kind = "server_error"
     code = "invalid_api_key" if error.status == 401 else error.code
@@ -59,10 +62,15 @@ SAIL_STYLE = ServiceStyle(
 )
 
 
-def sail_app(knobs: ClientKnobs) -> web.Application:
-    """The Sail sub-app; its service (and the model) loads when the app starts."""
+def sail_app(
+    knobs: ClientKnobs, expire_checkpoint: Callable[[str], None] = lambda url: None
+) -> web.Application:
+    """The Sail sub-app; its service (and the model) loads when the app starts.
+    `expire_checkpoint(archive_url)` expires the Tinker checkpoint behind an archive URL
+    (for the `checkpoint_expired` fault)."""
     app = service_app(SAIL_STYLE)
     app[KNOBS] = knobs
+    app[EXPIRE_CHECKPOINT] = expire_checkpoint
     app.router.add_post("/responses", create_response)
     app.router.add_get("/responses/{id}", retrieve_response)
     app.router.add_post("/files", upload_file)
@@ -75,7 +83,7 @@ def sail_app(knobs: ClientKnobs) -> web.Application:
 
 
 async def _start_service(app: web.Application) -> None:
-    app[SERVICE] = await run_compute(SailService, app[KNOBS])
+    app[SERVICE] = await run_compute(SailService, app[KNOBS], app[EXPIRE_CHECKPOINT])
 
 
 async def _stop_service(app: web.Application) -> None:

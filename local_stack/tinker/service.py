@@ -364,6 +364,15 @@ class TinkerService:
     def archive(self, ref: CheckpointRef) -> Path:
         return self.store.archive(ref)
 
+    def expire_archive(self, url: str) -> None:
+        """Let the checkpoint behind archive `url` expire now, as its TTL would (the control
+        plane's `checkpoint_expired` fault); nothing if it is already gone."""
+        model_id, kind, name = url.split("/")[-3:]
+        try:
+            self.store.set_ttl(CheckpointRef(model_id, kind, name.removesuffix(".tar")), 0)
+        except (CheckpointNotFound, ValueError):
+            pass
+
 
 def _new_trainer(info: RunInfo, seed: int) -> LoraTrainer:
     base_model, vocab = load_base_model(info.base_model)
