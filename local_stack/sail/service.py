@@ -12,7 +12,7 @@ import random
 import sys
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -94,6 +94,7 @@ class SailService:
         self.loras = LoraRegistry(self.files, tuple(BASE_MODEL_DIRS))
         self.responses: dict[str, StoredResponse] = {}
         self.lora_names = TinkerLoraNames()
+        self.faults_injected: Counter[str] = Counter()
         # Expires the Tinker checkpoint behind an archive URL (the `checkpoint_expired` fault).
         self.expire_checkpoint = expire_checkpoint
         knobs.default.on_reseed(self.reseed)
@@ -104,7 +105,11 @@ class SailService:
         self.batcher.generator.manual_seed(seed)
 
     def stats(self) -> dict[str, int]:
-        return {**self.batcher.stats, "tinker_lora_names_reused": self.lora_names.reused}
+        return {
+            **self.batcher.stats,
+            "tinker_lora_names_reused": self.lora_names.reused,
+            "faults_injected": dict(self.faults_injected),
+        }
 
     async def close(self) -> None:
         await self.loras.close()
@@ -121,6 +126,8 @@ class SailService:
         knobs = self.knobs.of(client)
         arrived, latency = time.monotonic(), knobs.latency
         fault = knobs.draw_fault(self.fault_rng)
+        if fault is not None:
+            self.faults_injected[fault] += 1
         if fault == "timeout":
             await asyncio.sleep(TIMEOUT_FAULT_HOLD_SECONDS)
         if fault in REFUSING_FAULTS:
