@@ -114,9 +114,11 @@ def connect(backend: str = "local") -> Course:
     stop_watching()  # the stack may be restarted or stopped below, on purpose
     if backend == "cloud":
         _leave_local()  # restores your shell's keys if this kernel used the local stack
-    check_backend(backend)
+    logins = check_backend(backend)
     quiet_tinker_deprecation_logs()
     show_tables_whole()
+    if backend == "cloud":
+        print(f"cloud logins found: {logins}")  # where each key comes from, never the key
     if backend == "local":
         splits = _start_local()
     else:

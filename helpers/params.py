@@ -15,7 +15,6 @@ Comparisons are written `low <= value <= high`, which NaN fails.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,21 +46,16 @@ MAX_ROLLOUTS_PER_BATCH = 4096
 HELD_OUT_METRICS = ("reward", "correct", "format", "correct_given_format")
 
 
-def check_backend(backend: str) -> None:
-    """Fail fast, before any remote call, if `backend` or its keys are unusable."""
+def check_backend(backend: str) -> str:
+    """Fail fast, before any remote call, if `backend` or its logins are unusable. In the
+    cloud, returns which logins the SDKs will use (never the secrets), e.g. "Tinker:
+    TINKER_API_KEY (a JWT); Sail: the login stored by `sail auth login`"."""
     OneOf(BACKENDS)("backend", backend)
-    if backend == "cloud":
-        for variable in ("TINKER_API_KEY", "SAIL_API_KEY"):
-            if not os.environ.get(variable):
-                raise CourseConfigError(
-                    f"backend='cloud' needs the environment variable {variable}; "
-                    "set it in the shell that starts Jupyter, or use backend='local'."
-                )
-        if not os.environ["TINKER_API_KEY"].startswith("tml-"):
-            raise CourseConfigError(
-                "TINKER_API_KEY does not start with 'tml-', so it is not a Tinker key; "
-                "copy it again from the Tinker console."
-            )
+    if backend != "cloud":
+        return "the local stack's own keys"
+    from helpers.logins import sail_login, tinker_login
+
+    return f"Tinker: {tinker_login()}; Sail: {sail_login()}"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import torch
 from tinker_cookbook.rl.metrics import compute_kl_sample_train
 from tinker_cookbook.rl.types import TrajectoryGroup
 
+from helpers.runlog import new_run_id
 from helpers.scoring import MathGroupBuilder
 from helpers.training import (
     LoopSettings,
@@ -186,11 +187,12 @@ async def run_loop(
             await delete_checkpoint(course.service_client, snapshots.pop(step).checkpoint_path)
 
     records = []
+    run = new_run_id()  # this loop's runs never resume: each call is a new run
     try:
         for step in range(steps):
             started = time.monotonic()
             name = f"{settings.run_name}-step-{step}"
-            policy = await snapshot_policy(name, settings, training_client, course)
+            policy = await snapshot_policy(name, settings, training_client, course, run)
             snapshots[step] = policy
             timeline.record("snapshot", step, started)
             start_batches(step, policy)

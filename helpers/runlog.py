@@ -6,18 +6,37 @@ checkpoint (`save_state`) holding the weights and optimizer after it, and the he
 scores measured before and after training. Re-running with the same `run_name` and the
 same settings reads both and continues after that step: no step is lost or repeated, and
 a finished run shows the scores it stored instead of measuring them again.
+
+Each run also has an id (`run_id`), made when the run starts and kept in `state.json`, so a
+resumed run keeps it. Sail's `tinker_lora_name` carries it: `{run_name}-step-{k}` alone
+repeats across attendees, reruns in a fresh folder and any two runs that share a name.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 
 from helpers.errors import CourseConfigError
 
 # Tests point this elsewhere so they never read or clobber a real run.
 RUNS_DIR = Path(os.environ.get("COURSE_RUNS_DIR", Path(__file__).resolve().parent.parent / "runs"))
+# The id of each run this process started or resumed, by run_name (see `run_id`).
+_RUN_IDS: dict[str, str] = {}
+
+
+def new_run_id() -> str:
+    """A fresh run id: 12 random hex digits, unlikely to repeat among any course's runs."""
+    return secrets.token_hex(6)
+
+
+def run_id(run_name: str) -> str:
+    """The id of run `run_name` in this process: the one its folder records once
+    `RunLog.resume` has started or resumed it, else a fresh one kept for the process's life
+    (a run with no folder, such as notebook 06's, never resumes)."""
+    return _RUN_IDS.setdefault(run_name, new_run_id())
 
 
 class RunLog:
@@ -42,7 +61,8 @@ class RunLog:
     def resume(self, settings: dict) -> dict:
         """Check `settings` against the run's, drop uncommitted metric lines, return the state.
 
-        A new run records `settings`. An existing run resumes only with the settings it
+        A new run records `settings` and a new run id; a resumed run keeps its id (`run_id`
+        returns it from now on). An existing run resumes only with the settings it
         was started with (a resumed run that trained on other settings would be two runs
         in one); anything else is a CourseConfigError naming what differs. A run killed
         between writing a step's metrics and committing its checkpoint redoes that step,
@@ -55,10 +75,14 @@ class RunLog:
                     f"run_name {self.name!r} holds a run from an older version of this "
                     "notebook, which did not record its settings; pick a new run_name."
                 )
-            self.commit(settings=settings)
+            self.commit(settings=settings, run_id=new_run_id())
             state = self.state()
         elif state["settings"] != settings:
             raise CourseConfigError(_settings_differ(self.name, state["settings"], settings))
+        if "run_id" not in state:  # started before runs had ids
+            self.commit(run_id=new_run_id())
+            state = self.state()
+        _RUN_IDS[self.name] = state["run_id"]
         kept = [r for r in self.records() if r["step"] < state["completed_steps"]]
         _write_atomically(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
         return state

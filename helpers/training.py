@@ -22,6 +22,7 @@ from tinker_cookbook.rl.types import TrajectoryGroup
 
 from helpers.cost import sampled_tokens
 from helpers.rollout_failures import CountingPolicy
+from helpers.runlog import run_id
 from helpers.scoring import MathGroupBuilder, final_answer
 from helpers.serving import ROLLOUT_TIMEOUT_S, SnapshotCompleter, sail_policy
 
@@ -101,14 +102,19 @@ async def delete_checkpoint(service_client: Any, tinker_path: str) -> None:
 
 
 async def snapshot_policy(
-    name: str, settings: LoopSettings, training_client: Any, course: Any
+    name: str, settings: LoopSettings, training_client: Any, course: Any, run: str = ""
 ) -> SnapshotCompleter:
-    """The current weights as sampler checkpoint `name`, served by Sail with the run's settings."""
+    """The current weights as sampler checkpoint `name`, served by Sail with the run's settings.
+
+    Sail is told the name with the run's id (`run`, by default `run_id(settings.run_name)`):
+    checkpoint names repeat from run to run, the name Sail is given must not.
+    """
     return await sail_policy(
         training_client,
         course.service_client,
         course.adapter_config,
         name,
+        lora_name=f"{name}-{run or run_id(settings.run_name)}",
         model_name=course.model_name,
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,
@@ -206,6 +212,7 @@ async def run_step(
         "skipped": not training_groups,
         "datums": len(data),
         "dropped_rollouts": dropped_rollouts,
+        "sail_retries": sum(policy.retries.values()),  # 429s, 5xxs and timeouts retried
         "sampled_tokens": sampled_tokens(groups),  # what the cloud bills for sampling
         "save_s": saved - started,
         "sample_s": sampled - saved,

@@ -50,7 +50,7 @@ def make_app(public_url: str) -> web.Application:
     knobs = ClientKnobs(
         Knobs.from_settings(config.knob_settings_from_env()), kept=lanes.is_registered
     )
-    sail = sail_app(knobs, lanes)
+    sail = sail_app(knobs, lanes, lambda url: app[TINKER_SERVICE].expire_archive(url))
     app.add_subapp("/v1", sail)
     control = control_app(knobs, lambda: sail[SAIL_SERVICE].stats())
     app.add_subapp("/local", control)

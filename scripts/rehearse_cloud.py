@@ -16,16 +16,27 @@ and the stack's storage and log go to `runs/rehearse-cloud-<timestamp>/` (or und
 One line per notebook says how long it took and whether it ran (if not, the failing cell's
 id and error); the exit code is 1 if any failed.
 `--notebooks 01 07` runs only the notebooks whose names start so.
+
+Then notebook 04 runs once under each fault a real account meets (`FAULTS`), injected by the
+stack (COURSE_SAIL_FAULTS, see `local_stack.control.knobs`): a 429, a 5xx and a request
+that times out must be retried within bounds (the run's metrics count the retries), and a
+checkpoint that expired or a refused key must stop the run with one sentence naming the
+cause. One line per fault says which happened. `--no-faults` skips them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
+import papermill
+
+from local_stack.kernel.control_client import get_stats
 from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
 from scripts.cloud_stand_ins import write_kernel_startup
 from scripts.rehearse_tamper import rehearse_tamper_suite
@@ -62,11 +73,23 @@ SWEEP_SIZES = {
 }
 SWEEP_JOBS = 2
 
+# Each fault at a share of Sail's responses, and what notebook 04 must do under it: finish
+# (None; the fault is retried) or stop with an error naming the cause (the text it contains).
+FAULTS = {
+    "a 429 (rate limit)": ("http429=0.3", None),
+    "a 5xx (server error)": ("http500=0.3", None),
+    "a request that times out": ("timeout=0.25", None),
+    "an expired checkpoint": ("checkpoint_expired=1", "Tinker no longer has it"),
+    "a refused key": ("unauthorized=1", "Sail refused the API key"),
+}
+FAULT_RUN = {"steps": "2", "eval_problems": "2"}  # on top of SMALL: retries need requests
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--notebooks", nargs="+", default=[""], metavar="PREFIX")
     parser.add_argument("--out", type=Path, default=ROOT / "runs", help="default: runs/")
+    parser.add_argument("--no-faults", action="store_true", help="skip the fault runs")
     args = parser.parse_args(argv)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = args.out.resolve() / f"rehearse-cloud-{stamp}"
@@ -86,9 +109,65 @@ def main(argv: list[str] | None = None) -> int:
                 f"{stamp}-sweep", "cloud", {**TINY_SWEEP, **SWEEP_SIZES}, SWEEP_JOBS
             )
             failed = failed or swept
-        return run_all(out_dir, given, prefixes) or failed
+        failed = run_all(out_dir, given, prefixes) or failed
     finally:
         stop_local_stack()
+    if not args.no_faults:
+        failed = rehearse_faults(out_dir, {**given, **FAULT_RUN}) or failed
+    return failed
+
+
+def rehearse_faults(out_dir: Path, given: dict[str, str]) -> int:
+    """Notebook 04 under each of FAULTS, on a stack started with that fault; 1 if any run
+    did not do what the course promises."""
+    from scripts.run_notebooks import _literal
+    from sweeps.notebook_runs import execute
+
+    notebook = ROOT / "notebooks" / "04_training_loop.ipynb"
+    declared = papermill.inspect_notebook(str(notebook))
+    failed = 0
+    for number, (fault, (setting, stops_with)) in enumerate(FAULTS.items()):
+        run_name = f"{given['run_name']}-fault-{number}"
+        parameters = {name: _literal(v) for name, v in given.items() if name in declared}
+        os.environ["COURSE_SAIL_FAULTS"] = setting
+        start = time.monotonic()
+        stack = start_local_stack()
+        try:
+            execute(
+                notebook, out_dir / f"04-fault-{number}.ipynb", {**parameters, "run_name": run_name}
+            )
+            error = None
+        except papermill.PapermillExecutionError as raised:
+            error = f"{raised.ename}: {(raised.evalue.splitlines() or [''])[0]}"
+        finally:
+            injected = sum(get_stats(stack.url)["faults_injected"].values())
+            stop_local_stack()
+            del os.environ["COURSE_SAIL_FAULTS"]
+        records = _records(run_name)
+        retries = sum(r.get("sail_retries", 0) for r in records)
+        dropped = sum(r["dropped_rollouts"] for r in records)
+        if stops_with is None and error is None:
+            outcome = (
+                f"ok: finished; {injected} injected, and in its training steps {retries} "
+                f"retried, {dropped} rollouts dropped"
+            )
+        elif stops_with is not None and error is not None and stops_with in error:
+            outcome = f"ok: stopped with {error}"
+        else:
+            failed = 1
+            outcome = f"FAILED: {error or 'finished, but should have stopped'}"
+        took = time.monotonic() - start
+        print(
+            f"{'04 with ' + fault + ' (' + setting + ')':62s} {took:6.1f} s  {outcome}", flush=True
+        )
+    return failed
+
+
+def _records(run_name: str) -> list[dict]:
+    metrics = Path(os.environ["COURSE_RUNS_DIR"]) / run_name / "metrics.jsonl"
+    if not metrics.exists():
+        return []
+    return [json.loads(line) for line in metrics.read_text().splitlines() if line]
 
 
 def use_folders(out_dir: Path) -> None:

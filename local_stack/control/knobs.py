@@ -21,7 +21,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KNOB_NAMES = ("latency", "train_latency", "archive_latency", "faults", "seed")
-FAULT_KINDS = ("failed", "expired", "http500", "malformed")
+# What each fault does to one Sail response (`local_stack.sail.service`, `.routes`):
+#   failed, expired       it ends with that status, unsampled
+#   http500, malformed    its final retrieve answers 500, or a truncated body
+#   http429               its create answers 429 (rate limited)
+#   timeout               its create is held unanswered (the client's timeout fires first)
+#   unauthorized          its create answers 401, as for a refused key
+#   checkpoint_expired    its Tinker checkpoint expires as it arrives, before Sail fetches it
+FAULT_KINDS = (
+    "failed",
+    "expired",
+    "http500",
+    "malformed",
+    "http429",
+    "timeout",
+    "unauthorized",
+    "checkpoint_expired",
+)
 # A response held longer than this would outlast the SDK's default polling budget anyway;
 # training steps and archive downloads get the same bound.
 MAX_LATENCY_SECONDS = 600.0

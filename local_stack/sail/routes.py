@@ -39,10 +39,13 @@ MAX_LORA_BODY_BYTES = 64 * 1024  # a name, model ids and two file ids
 SERVICE = web.AppKey("sail_service", SailService)
 KNOBS = web.AppKey("sail_knobs", ClientKnobs)
 SAIL_LANES = web.AppKey("sail_lanes", Lanes)
+EXPIRE_CHECKPOINT = web.AppKey("expire_checkpoint", Callable[[str], None])
 
 
 def _error_body(error: ApiError) -> dict:
     kind = "authentication_error" if error.status == 401 else "invalid_request_error"
+    if error.status == 429:
+        kind = "rate_limit_error"
     if error.status >= 500:
         kind = "server_error"
     code = "invalid_api_key" if error.status == 401 else error.code
@@ -61,12 +64,19 @@ SAIL_STYLE = ServiceStyle(
 )
 
 
-def sail_app(knobs: ClientKnobs, lanes: Lanes | None = None) -> web.Application:
+def sail_app(
+    knobs: ClientKnobs,
+    lanes: Lanes | None = None,
+    expire_checkpoint: Callable[[str], None] = lambda url: None,
+) -> web.Application:
     """The Sail sub-app; its service (and the model) loads when the app starts. `lanes`
-    (every name its own if not given) says which clients share turns and quotas."""
+    (every name its own if not given) says which clients share turns and quotas;
+    `expire_checkpoint(archive_url)` expires the Tinker checkpoint behind an archive URL
+    (for the `checkpoint_expired` fault)."""
     app = service_app(SAIL_STYLE)
     app[KNOBS] = knobs
     app[SAIL_LANES] = lanes or Lanes()
+    app[EXPIRE_CHECKPOINT] = expire_checkpoint
     app.router.add_post("/responses", create_response)
     app.router.add_get("/responses/{id}", retrieve_response)
     app.router.add_post("/files", upload_file)
@@ -79,7 +89,9 @@ def sail_app(knobs: ClientKnobs, lanes: Lanes | None = None) -> web.Application:
 
 
 async def _start_service(app: web.Application) -> None:
-    app[SERVICE] = await run_compute(SailService, app[KNOBS], app[SAIL_LANES])
+    app[SERVICE] = await run_compute(
+        SailService, app[KNOBS], app[SAIL_LANES], app[EXPIRE_CHECKPOINT]
+    )
 
 
 async def _stop_service(app: web.Application) -> None:

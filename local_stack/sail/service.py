@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import time
 import uuid
+from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +29,7 @@ from local_stack.sail.adapters import Adapter, AdapterCache
 from local_stack.sail.batcher import Batcher, Job
 from local_stack.sail.files import FileStore
 from local_stack.sail.loras import LoraRegistry
-from local_stack.sail.requests import NamedLora, SamplingRequest
+from local_stack.sail.requests import LoraSource, NamedLora, SamplingRequest
 
 # How long a GET waits for its response to finish before answering `in_progress`. The SDK
 # sleeps 20 s after any `in_progress`, so holding the GET is far cheaper; a batch of 64
@@ -46,6 +49,19 @@ MAX_STORED_RESPONSES = 20_000
 MAX_RESPONSES_PER_CLIENT = 4096
 # Faults decided at creation that end a response without sampling it.
 ENDING_FAULTS = {"failed": "server_error", "expired": "expired"}
+# Faults that refuse the create itself, as the real service answers them.
+REFUSING_FAULTS = {
+    "http429": ApiError(
+        "injected fault: rate limit reached, retry later", status=429, code="rate_limit_exceeded"
+    ),
+    "unauthorized": ApiError("injected fault: the API key was refused", status=401),
+    "timeout": ApiError("injected fault: the request timed out upstream", status=504),
+}
+# How long a create with the `timeout` fault is held before it answers 504: longer than the
+# course's request timeout, so the client gives up first.
+TIMEOUT_FAULT_HOLD_SECONDS = 90.0
+# At most this many `tinker_lora_name`s are remembered (the oldest forgotten first).
+MAX_TINKER_LORA_NAMES = 20_000
 
 
 @dataclass
@@ -74,7 +90,12 @@ class StoredResponse:
 class SailService:
     """State behind the routes: base model, vocabulary, adapters, responses, knobs."""
 
-    def __init__(self, knobs: ClientKnobs, lanes: Lanes | None = None) -> None:
+    def __init__(
+        self,
+        knobs: ClientKnobs,
+        lanes: Lanes | None = None,
+        expire_checkpoint: Callable[[str], None] = lambda url: None,
+    ) -> None:
         # Every base model the stack serves, by name, with its vocabulary.
         served = {name: load_base_model(name) for name in BASE_MODEL_DIRS}
         self.base_models = {name: model for name, (model, _) in served.items()}
@@ -90,6 +111,10 @@ class SailService:
         self.loras = LoraRegistry(self.files, tuple(BASE_MODEL_DIRS))
         self.responses: dict[str, StoredResponse] = {}
         self._held: dict[str, dict[str, StoredResponse]] = {}  # by lane, oldest first
+        self.lora_names = TinkerLoraNames()
+        self.faults_injected: Counter[str] = Counter()
+        # Expires the Tinker checkpoint behind an archive URL (the `checkpoint_expired` fault).
+        self.expire_checkpoint = expire_checkpoint
         knobs.default.on_reseed(self.reseed)
 
     def reseed(self, seed: int) -> None:
@@ -98,7 +123,11 @@ class SailService:
         self.batcher.generator.manual_seed(seed)
 
     def stats(self) -> dict[str, int]:
-        return dict(self.batcher.stats)
+        return {
+            **self.batcher.stats,
+            "tinker_lora_names_reused": self.lora_names.reused,
+            "faults_injected": dict(self.faults_injected),
+        }
 
     async def close(self) -> None:
         await self.loras.close()
@@ -114,10 +143,21 @@ class SailService:
         """
         knobs, lane = self.knobs.of(client), self.lanes.of(client)
         arrived, latency = time.monotonic(), knobs.latency
+        fault = knobs.draw_fault(self.fault_rng)
+        if fault is not None:
+            self.faults_injected[fault] += 1
+        if fault == "timeout":
+            await asyncio.sleep(TIMEOUT_FAULT_HOLD_SECONDS)
+        if fault in REFUSING_FAULTS:
+            raise REFUSING_FAULTS[fault]
         model_key, model = f"base:{request.model}", self.base_models[request.model]
         vocab = self.vocabs[request.model]
         if request.lora is not None:
+            if fault == "checkpoint_expired" and isinstance(request.lora, LoraSource):
+                self.expire_checkpoint(request.lora.source)
             adapter = await self._adapter(request, lane)
+            if isinstance(request.lora, LoraSource) and request.lora.name is not None:
+                self.lora_names.record(client, request.lora.name, adapter.digest)
             trained_on = adapter.config.get("base_model_name_or_path", request.model)
             if trained_on != request.model:
                 raise ApiError(
@@ -129,7 +169,6 @@ class SailService:
             # another adapter while they wait (an evicted or deleted Adapter's could).
             model_key, model = f"lora:{id(adapter.model)}", adapter.model
         self._make_room(lane)
-        fault = knobs.draw_fault(self.fault_rng)
         job = None
         if fault not in ENDING_FAULTS:
             done = asyncio.get_running_loop().create_future()
@@ -260,3 +299,34 @@ class SailService:
             if oldest.created_at > cutoff and len(self.responses) < MAX_STORED_RESPONSES:
                 break
             self._forget(oldest)
+
+
+class TinkerLoraNames:
+    """The `tinker_lora_name` each client sent, and the adapter it named.
+
+    sail 0.17.1 documents the field only as an optional name sent with a Tinker LoRA's signed
+    URL; what the real service does with it (a cache key? unique per organisation, like an
+    uploaded LoRA's name?) is not documented. So the local Sail serves by URL, as before, and
+    only records each name: a name sent again for different adapter bytes is counted
+    (`reused`, in the control plane's stats) and logged, so a collision shows locally.
+    """
+
+    def __init__(self, most: int = MAX_TINKER_LORA_NAMES) -> None:
+        self.most = most
+        self.named: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self.reused = 0
+
+    def record(self, client: str, name: str, digest: str) -> None:
+        key = (client, name)
+        before = self.named.pop(key, None)
+        if before is not None and before != digest:
+            self.reused += 1
+            print(
+                f"sail: client {client} sent tinker_lora_name {name[:80]!r} for another "
+                "adapter than before",
+                file=sys.stderr,
+                flush=True,
+            )
+        self.named[key] = digest
+        while len(self.named) > self.most:
+            self.named.popitem(last=False)

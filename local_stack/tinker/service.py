@@ -437,6 +437,15 @@ class TinkerService:
             owner = None
         return self.knobs.of(owner or "").archive_latency
 
+    def expire_archive(self, url: str) -> None:
+        """Let the checkpoint behind archive `url` expire now, as its TTL would (the control
+        plane's `checkpoint_expired` fault); nothing if it is already gone."""
+        model_id, kind, name = url.split("/")[-3:]
+        try:
+            self.store.set_ttl(CheckpointRef(model_id, kind, name.removesuffix(".tar")), 0)
+        except (CheckpointNotFound, ValueError):
+            pass
+
 
 def _holder(lane: str) -> str:
     """Who holds a quota, as a refusal's sentence starts: "this client has", or all keys no

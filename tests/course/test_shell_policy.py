@@ -65,6 +65,8 @@ def test_both_base_models_train_and_sample_by_name(local_stack, tmp_path) -> Non
         # The same LoRA, asked of the other base model, is refused in one sentence.
         other = type(policy)(
             checkpoint_path=policy.checkpoint_path,
+            service_client=policy.service_client,
+            ttl_seconds=policy.ttl_seconds,
             model=MODEL_NAME,
             max_tokens=8,
             temperature=1.0,
