@@ -14,12 +14,13 @@ A watcher thread (see `helpers.backend.watch_local_stack`) can stop the running 
 a reason: it interrupts the kernel's main thread, as Jupyter's stop button does, and the
 interruption is then shown as the reason's sentence instead. A plain script is stopped the
 same way (`raise_reasons_in_script`): the reason is raised in its main thread, and if
-nothing catches it, the script ends with that one sentence.
+nothing catches it, the script ends at once with that one sentence.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import sys
@@ -86,10 +87,15 @@ def raise_reasons_in_script() -> bool:
     previous_hook = sys.excepthook
 
     def one_sentence(etype: type[BaseException], value: BaseException, tb: Any) -> None:
-        if id(value) in _raised_reasons:
-            print(f"{etype.__name__}: {value}", file=sys.stderr)
-        else:
+        if id(value) not in _raised_reasons:
             previous_hook(etype, value, tb)
+            return
+        print(f"{etype.__name__}: {value}", file=sys.stderr)
+        # The script's own `finally` blocks have run. Exit now: the SDKs' threads would
+        # hold the interpreter's exit for minutes, waiting on a stack that cannot answer.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
     sys.excepthook = one_sentence
     return True
