@@ -4,9 +4,9 @@ rehearse the cloud path against the local stack.
 The SDKs' base URLs and keys come from the environment (`start_local_stack` points them at
 the stack, with its fake keys). What remains out of reach here: orca-math (the Hugging Face
 hub), the Kimi K2.6 tokenizer's remote code, Kimi K2.6's weights index (for notebook 08's
-conversion), and Sailboxes. `use_local_stand_ins` supplies all four in-process, so a
-notebook's own code runs unchanged; a kernel loads them first through an IPython startup file
-(`write_kernel_startup`).
+conversion, whose disk and memory checks then measure the tiny archive), and Sailboxes.
+`use_local_stand_ins` supplies all four in-process, so a notebook's own code runs unchanged;
+a kernel loads them first through an IPython startup file (`write_kernel_startup`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,27 @@ def use_local_stand_ins() -> None:
     # The adapter a cloud-path run converts is the local model's, so the stand-in for the
     # base model (`helpers.adapter_export.cloud_base_model_dir`) gets the tiny model's files.
     huggingface_hub.hf_hub_download = _tiny_model_file
+    # So the room notebook 08 checks for before converting is the tiny archive's too: Kimi
+    # K2.6's (about 55 GB of memory) would stop the rehearsal on any ordinary machine.
+    import helpers.adapter_export as export
+
+    check_disk, check_memory = export.check_free_disk, export.check_free_memory
+    export.check_free_disk = lambda directory, _: check_disk(directory, _tiny_archive())
+    export.check_free_memory = lambda _, available=None: check_memory(_tiny_archive(), available)
+
+
+def _tiny_archive() -> object:
+    """The size of a tiny-model archive with every layer the course's adapter config targets."""
+    import json
+
+    from helpers.adapter_export import estimate_tiny_llama
+    from helpers.backend import tiny_base_model
+
+    adapter = json.loads(
+        (Path(__file__).resolve().parents[1] / "tinker_adapter_config.json").read_text()
+    )
+    config = tiny_base_model()[0].config.to_dict()
+    return estimate_tiny_llama(config, adapter["r"], adapter["target_modules"])
 
 
 def _tiny_model_file(repo_id: str, filename: str, **_: object) -> str:
