@@ -14,12 +14,9 @@ import os
 
 import sail
 from sail import _core as sail_core
-from tinker._exceptions import TinkerError
-from tinker.lib._auth_token_provider import (
-    ApiKeyAuthProvider,
-    CredentialCmdAuthProvider,
-    resolve_auth_provider,
-)
+from tinker import TinkerError
+from tinker.auth import get_tinker_token
+from tinker.lib._auth_token_provider import CredentialCmdAuthProvider, resolve_auth_provider
 
 from helpers.errors import CourseConfigError
 
@@ -35,9 +32,9 @@ def tinker_login() -> str:
         ) from None
     if isinstance(provider, CredentialCmdAuthProvider):
         return "the command in TINKER_CREDENTIAL_CMD (run whenever Tinker needs a credential)"
-    assert isinstance(provider, ApiKeyAuthProvider)
-    form = "a JWT" if provider.api_key.startswith("eyJ") else "a tml- key"
-    if os.environ.get("TINKER_API_KEY") == provider.api_key:
+    key = get_tinker_token() or ""  # the same key: TINKER_API_KEY's, else the stored one
+    form = "a JWT" if key.startswith("eyJ") else "a tml- key"
+    if os.environ.get("TINKER_API_KEY") == key:
         return f"TINKER_API_KEY ({form})"
     return f"the login stored by `tinker auth login` ({form})"
 

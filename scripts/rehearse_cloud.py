@@ -78,7 +78,7 @@ SWEEP_JOBS = 2
 FAULTS = {
     "a 429 (rate limit)": ("http429=0.3", None),
     "a 5xx (server error)": ("http500=0.3", None),
-    "a request that times out": ("timeout=0.25", None),
+    "a request that times out": ("timeout=0.4", None),
     "an expired checkpoint": ("checkpoint_expired=1", "Tinker no longer has it"),
     "a refused key": ("unauthorized=1", "Sail refused the API key"),
 }
