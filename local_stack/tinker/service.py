@@ -204,7 +204,7 @@ class TinkerService:
         if held >= MAX_TRAINING_RUNS:
             raise ValueError(
                 f"{_holder(lane)} {held} training clients, the most one client may hold; "
-                "they are released when the process that made them leaves the stack"
+                "train further with one of them rather than creating another"
             )
         self._building[model_id] = lane
         seed = req.seed if req.seed is not None else secrets.randbits(31)
