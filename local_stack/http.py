@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 # Bodies up to this size are decoded on the event loop: the SDKs' own requests (a Sail
 # create is a few KB; a forward_backward chunk of a small RL batch tens of KB) decode in well
-# under a millisecond there. Larger ones decode on the decode thread (`decode`), in turns.
+# under a millisecond there. Larger ones go to the decoder (`decode`), in turns.
 INLINE_DECODE_BYTES = 64 * 1024
 
 

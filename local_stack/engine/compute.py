@@ -24,8 +24,12 @@ costs microseconds and waits behind no one.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import ctypes
 import logging
 import multiprocessing
+import os
+import signal
 import sys
 import weakref
 from collections import OrderedDict, deque
@@ -41,6 +45,7 @@ T = TypeVar("T")
 # The lane of work no client asked for (loading the model at start).
 STACK_CLIENT = ""
 
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 Worker = Literal["compute", "decode"]
 _WORKERS: dict[Worker, Executor] = {
     "compute": ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-compute"),
@@ -54,8 +59,14 @@ def decode_in_a_process() -> None:
     `fork` is the platform's way (Linux): a spawned child would load torch all over again."""
     if sys.platform != "linux":
         return
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    pool = ProcessPoolExecutor(
+        max_workers=1,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_die_with_parent,
+        initargs=(os.getpid(),),
+    )
     pool.submit(int).result()  # fork now, not later from a process with threads
+    atexit.register(pool.shutdown)  # while the interpreter is whole: quietly
     _WORKERS["decode"] = pool
 
 
@@ -117,6 +128,14 @@ def _turns(worker: Worker) -> _Turns:
 async def run_compute(fn: Callable[..., T], *args: object, client: str = STACK_CLIENT) -> T:
     """Run `fn(*args)` on the compute thread, in `client`'s turn, and await its result."""
     return await _run_in_turn("compute", fn, args, client)
+
+
+def _die_with_parent(server_pid: int) -> None:
+    """In the decode process: be killed when the server exits, however it exits (Linux's
+    PR_SET_PDEATHSIG), rather than linger after a killed server, holding its memory."""
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server_pid:  # the server died before the line above took effect
+        os._exit(0)
 
 
 async def run_decode(fn: Callable[..., T], *args: object, client: str = STACK_CLIENT) -> T:

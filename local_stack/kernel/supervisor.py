@@ -143,7 +143,17 @@ def server_processes(**environment: str) -> list[psutil.Process]:
             continue
         if env and all(env.get(name) == value for name, value in environment.items()):
             found.append(process)
-    return found
+    # A server's decode process is a fork of it, with its command and environment: part of
+    # that server, not another one (it dies with it, `local_stack.engine.compute`).
+    servers = {process.pid for process in found}
+    return [process for process in found if _parent_pid(process) not in servers]
+
+
+def _parent_pid(process: psutil.Process) -> int | None:
+    try:
+        return process.ppid()
+    except psutil.Error:
+        return None
 
 
 @contextmanager

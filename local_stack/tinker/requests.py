@@ -95,6 +95,10 @@ def check_id(name: str, value: object) -> str:
     return value
 
 
+def create_session(body: bytes) -> types.CreateSessionRequest:
+    return parse(types.CreateSessionRequest, body)
+
+
 def session_id(body: bytes) -> str:
     return check_id("session_id", parse(types.SessionHeartbeatRequest, body).session_id)
 

@@ -27,10 +27,9 @@ import functools
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
-from tinker import types
 
 from local_stack.config import TINKER_API_KEY, TINKER_KEY_PREFIX, client_from_key
 from local_stack.control.knobs import ClientKnobs, Knobs
@@ -61,6 +60,8 @@ LONG_POLL_SECONDS = 20.0
 # that is under 10 MB. Every other request is a small JSON or protobuf message.
 MAX_FORWARD_BACKWARD_BYTES = 32 * 1024**2
 MAX_BODY_BYTES = 1024**2
+
+T = TypeVar("T")
 
 SERVICE = web.AppKey("tinker_service", TinkerService)
 PUBLIC_URL = web.AppKey("tinker_public_url", str)
@@ -139,6 +140,11 @@ async def _body(request: web.Request, max_bytes: int = MAX_BODY_BYTES) -> bytes:
     return await read_body(request, max_bytes=max_bytes)
 
 
+async def _parsed(request: web.Request, parse: Callable[[bytes], T]) -> T:
+    """The body read and `parse`d, off the event loop if it is large (`decode`)."""
+    return await decode(parse, await _body(request), lane(request))
+
+
 def _future(request_id: str, model_id: str) -> web.Response:
     return _json({"request_id": request_id, "model_id": model_id})
 
@@ -171,13 +177,13 @@ async def server_capabilities(request: web.Request) -> web.Response:
 
 
 async def create_session(request: web.Request) -> web.Response:
-    requests.parse(types.CreateSessionRequest, await _body(request))
+    await _parsed(request, requests.create_session)
     session_id = _service(request).create_session(request[CLIENT])
     return _json({"type": "create_session", "session_id": session_id})
 
 
 async def session_heartbeat(request: web.Request) -> web.Response:
-    _service(request).heartbeat(requests.session_id(await _body(request)), request[CLIENT])
+    _service(request).heartbeat(await _parsed(request, requests.session_id), request[CLIENT])
     return _json({"type": "session_heartbeat"})
 
 
@@ -190,13 +196,13 @@ async def finish_session(request: web.Request) -> web.Response:
 
 
 async def create_model(request: web.Request) -> web.Response:
-    new_model = requests.new_model(await _body(request))
+    new_model = await _parsed(request, requests.new_model)
     request_id, model_id = _service(request).create_model(new_model, request[CLIENT])
     return _future(request_id, model_id)
 
 
 async def get_info(request: web.Request) -> web.Response:
-    model = _service(request).model(requests.model_id(await _body(request)), request[CLIENT])
+    model = _service(request).model(await _parsed(request, requests.model_id), request[CLIENT])
     model_name = model.info.base_model
     return _json(
         {
@@ -250,7 +256,7 @@ load_weights = _queued(requests.queued_json, requests.load_weights, TinkerServic
 
 
 async def retrieve_future(request: web.Request) -> web.Response:
-    request_id = requests.request_id(await _body(request))
+    request_id = await _parsed(request, requests.request_id)
     result = await _service(request).result(request_id, LONG_POLL_SECONDS, request[CLIENT])
     if result is None:
         return _json({"type": "try_again", "request_id": request_id, "queue_state": "active"})
@@ -264,7 +270,7 @@ async def retrieve_future(request: web.Request) -> web.Response:
 
 
 async def weights_info(request: web.Request) -> web.Response:
-    info = _service(request).checkpoint_run(requests.tinker_path(await _body(request)))
+    info = _service(request).checkpoint_run(await _parsed(request, requests.tinker_path))
     return _json(
         {
             "base_model": info.base_model,
@@ -278,7 +284,7 @@ async def weights_info(request: web.Request) -> web.Response:
 
 
 async def set_ttl(request: web.Request) -> web.Response:
-    ttl_seconds = requests.ttl_seconds(await _body(request))
+    ttl_seconds = await _parsed(request, requests.ttl_seconds)
     ref = requests.checkpoint_ref(request.match_info)
     _service(request).set_ttl(ref, ttl_seconds, request[CLIENT])
     return _json({})

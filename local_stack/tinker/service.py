@@ -64,10 +64,12 @@ Result = dict | ForwardBackwardResult
 
 # What one client may hold (made-up keys share one quota, `local_stack.lanes`). A notebook
 # trains one or two runs and deletes each checkpoint once superseded, so it holds two or
-# three; the caps leave room for a long sweep in one kernel. A run holds its adapter and
-# Adam's moments in memory (about 2.6 MB at rank 128, the largest rank); a checkpoint up to
-# about 5.6 MB on disk.
-MAX_TRAINING_RUNS = 64
+# three; the caps leave room for a long sweep in one kernel, or a test session's hundreds of
+# small runs. A run holds its adapter and Adam's moments in memory, in proportion to its
+# LoRA rank (about 2.6 MB at rank 128, the largest), so its ranks are capped in all: 32 runs
+# of rank 128, 128 of the course's rank 32; a checkpoint takes up to about 5.6 MB on disk.
+MAX_TRAINING_RUNS = 256
+MAX_TRAINING_RANKS = 4096
 MAX_CHECKPOINTS = 512
 MAX_CHECKPOINT_BYTES = 1024**3
 
@@ -127,7 +129,7 @@ class TinkerService:
         self.lanes = lanes
         self.sessions: dict[str, Session] = {}
         self.models: dict[str, TrainingModel] = {}
-        self._building: dict[str, str] = {}  # model id -> its lane, until built
+        self._building: dict[str, tuple[str, int]] = {}  # model id -> (lane, rank), until built
         self._saves_queued: Counter[str] = Counter()  # by lane
         self.futures = FutureTable()
         self._tasks: set[asyncio.Task] = set()
@@ -211,13 +213,15 @@ class TinkerService:
         if model_id in self.models or model_id in self._building:
             raise ValueError(f"model_seq_id {req.model_seq_id} was already used in this session")
         lane = self.lanes.of(client)
-        held = len(self._runs_of(lane)) + list(self._building.values()).count(lane)
-        if held >= MAX_TRAINING_RUNS:
+        ranks = [rank for of_lane, rank in self._building.values() if of_lane == lane]
+        ranks += [self.models[m].info.lora_rank for m in self._runs_of(lane)]
+        if len(ranks) >= MAX_TRAINING_RUNS or sum(ranks) + req.info.lora_rank > MAX_TRAINING_RANKS:
             raise ValueError(
-                f"{_holder(lane)} {held} training clients, the most one client may hold; "
-                "they are released when the process that made them leaves the stack"
+                f"{_holder(lane)} {len(ranks)} training clients of LoRA rank {sum(ranks)} in "
+                f"all, and one client may hold {MAX_TRAINING_RUNS} of rank {MAX_TRAINING_RANKS} "
+                "in all; train further with one of them rather than creating another"
             )
-        self._building[model_id] = lane
+        self._building[model_id] = (lane, req.info.lora_rank)
         seed = req.seed if req.seed is not None else secrets.randbits(31)
         request_id, future = self.futures.new(client)
 

@@ -107,10 +107,10 @@ def _tinker(tmp_path: Path, registered: set[str]) -> TinkerService:
     return TinkerService(CheckpointStore(tmp_path), ClientKnobs(Knobs()), Lanes(lambda: registered))
 
 
-async def _new_run(service: TinkerService, client: str) -> str:
+async def _new_run(service: TinkerService, client: str, rank: int = 4) -> str:
     session = service.create_session(client)
     request_id, model_id = service.create_model(
-        NewModel(session, 0, RunInfo(MODEL, lora_rank=4), seed=0), client
+        NewModel(session, 0, RunInfo(MODEL, lora_rank=rank), seed=0), client
     )
     assert "error" not in await service.result(request_id, 120, client)
     return model_id
@@ -123,12 +123,27 @@ def test_training_clients_are_capped_per_client_and_made_up_keys_share_one_cap(
         service = _tinker(tmp_path, {"kernel"})
         for _ in range(2):
             await _new_run(service, "kernel")
-        with pytest.raises(ValueError, match="this client has 2 training clients, the most one"):
+        with pytest.raises(ValueError, match="this client has 2 training clients of LoRA rank"):
             await _new_run(service, "kernel")
         await _new_run(service, "madeupa")
         await _new_run(service, "madeupb")
         with pytest.raises(ValueError, match="they share one quota"):
             await _new_run(service, "madeupc")
+        service.close()
+
+    asyncio.run(main())
+
+
+def test_training_clients_are_capped_by_their_lora_ranks_in_all(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(tinker_service, "MAX_TRAINING_RANKS", 10)
+
+    async def main() -> None:
+        service = _tinker(tmp_path, {"kernel"})
+        await _new_run(service, "kernel", rank=4)
+        await _new_run(service, "kernel", rank=4)
+        with pytest.raises(ValueError, match="rank 8 in all, and one client may hold 256 of rank"):
+            await _new_run(service, "kernel", rank=4)
+        await _new_run(service, "kernel", rank=2)  # what still fits
         service.close()
 
     asyncio.run(main())
