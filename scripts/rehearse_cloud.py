@@ -30,34 +30,11 @@ from scripts.cloud_stand_ins import write_kernel_startup
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Small values for the parameters the notebooks declare (each gets those it has): enough
-# for every cell to run once. max_tokens stays within the local model's context.
-SMALL = {
-    "backend": "cloud",
-    "max_tokens": "24",
-    "group_size": "2",
-    # Notebook 03 needs a group whose rewards differ: 2 groups of 2 drew none in 3 tries
-    # about once in 20 (a CI failure); 7 make that about one in 10^5, and 14 completions
-    # stay below the 8 a side before notebook 03 asserts a sign (effect_size.MIN_PER_GROUP).
-    "groups": "7",
-    "steps": "3",  # notebook 06's least
-    "max_staleness": "2",  # at most steps - 1
-    "flex_steps": "3",
-    "groups_per_step": "2",
-    "eval_problems": "4",
-    "eval_samples": "1",
-    "parity_problems": "2",
-    "table_problems": "2",
-    "short_run_steps": "1",
-}
-# The local sweep's two settings by two seeds (the least for which notebook 05 measures the
-# spread between seeds and compares settings against it), at these sizes.
-SWEEP_SIZES = {
-    **{name: int(SMALL[name]) for name in ("max_tokens", "group_size", "groups_per_step")},
-    "steps": 2,
-    "eval_problems": 4,
-    "eval_samples": 1,
-}
+# Each notebook runs at its `rehearsal` size profile (helpers/notebook_parameters.py): enough
+# for every cell to run once, within the local model's context. The sweep runs notebook 04's
+# two settings by two seeds (the least for which notebook 05 measures the spread between seeds
+# and compares settings against it), at the same profile.
+SIZE = "rehearsal"
 SWEEP_JOBS = 2
 
 
@@ -71,19 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rehearsing the cloud path into {out_dir}/", flush=True)
     use_folders(out_dir)
     # Imported only now: the course reads COURSE_RUNS_DIR once, when `helpers.runlog` loads.
-    from scripts.run_notebooks import TINY_SWEEP, run_all, run_tiny_sweep
+    from scripts.run_notebooks import run_all, run_tiny_sweep
 
     start_local_stack()  # and point the SDKs' URLs and keys at it
     try:
-        given = {**SMALL, "run_name": stamp, "runs": f"{stamp}-sweep-*"}
+        given = {"backend": "cloud", "run_name": stamp, "runs": f"{stamp}-sweep-*"}
         prefixes = tuple(args.notebooks)
         compares = any("05_compare_runs".startswith(p) for p in prefixes)
-        failed = (
-            run_tiny_sweep(f"{stamp}-sweep", "cloud", {**TINY_SWEEP, **SWEEP_SIZES}, SWEEP_JOBS)
-            if compares
-            else 0
-        )
-        return run_all(out_dir, given, prefixes) or failed
+        failed = run_tiny_sweep(f"{stamp}-sweep", "cloud", SIZE, SWEEP_JOBS) if compares else 0
+        return run_all(out_dir, given, prefixes, SIZE) or failed
     finally:
         stop_local_stack()
 

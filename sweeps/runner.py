@@ -13,7 +13,7 @@ are every combination. Each run is notebooks/04_training_loop.ipynb under paperm
 runs/ (COURSE_RUNS_DIR), where its executed notebook is kept beside its metrics and state.
 
 Before the first run starts, every run's parameters go through the check the notebook
-itself runs first (`helpers.params.check_params`), so a bad value stops the sweep
+itself runs first (`helpers.notebook_parameters.resolve`), so a bad value stops the sweep
 at once, in one sentence. A run that fails is reported and the others go on. Running the
 same sweep again skips the runs that finished (all steps done, evaluated after the last)
 and resumes the others where they stopped. With `backend` "cloud", what the sweep may
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import itertools
 import json
 import math
@@ -40,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.cost import DEFAULT_BUDGET_SAMPLED_TOKENS
-from helpers.defaults import with_defaults
 from helpers.errors import CourseConfigError
-from helpers.params import HELD_OUT_PROBLEMS, check_params
+from helpers.notebook_parameters import profile, resolve
+from helpers.params import HELD_OUT_PROBLEMS
 from helpers.runlog import RUNS_DIR
 from sweeps.notebook_runs import ROOT, execute, local_stack_for
 from sweeps.runs import notebook_defaults, read_run
@@ -84,15 +85,8 @@ class PlannedRun:
 
     @property
     def sizes(self) -> dict:
-        """The parameters that size the run, each None replaced by its backend's default."""
-        p = self.parameters
-        return with_defaults(
-            p["backend"],
-            steps=p["steps"],
-            eval_problems=p["eval_problems"],
-            eval_samples=p["eval_samples"],
-            max_tokens=p["max_tokens"],
-        )
+        """Every parameter of the run, each None replaced by its backend's default."""
+        return dataclasses.asdict(resolve(NOTEBOOK.stem, **self.parameters))
 
 
 def plan(grid: dict, name: str) -> list[PlannedRun]:
@@ -139,7 +133,7 @@ def check(runs: list[PlannedRun]) -> None:
     """Every run's parameters through the notebook's own check, and its folder free or the
     same sweep's: the first bad one raises."""
     for run in runs:
-        check_params(NOTEBOOK.stem, **run.parameters)
+        resolve(NOTEBOOK.stem, **run.parameters)
         folder = RUNS_DIR / run.name
         if folder.exists() and _owner(folder) != run.sweep:
             raise CourseConfigError(
@@ -412,12 +406,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def grid_from(args: argparse.Namespace) -> tuple[dict, str]:
-    """The grid file's parameters with the -p ones on top, and the sweep's name."""
+    """The grid file's size profile, its parameters on top, then the -p ones, and the
+    sweep's name."""
     try:
         spec = tomllib.loads(args.grid.read_text())
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise CourseConfigError(f"the grid file {args.grid} cannot be read ({error}).") from None
-    grid = dict(spec.get("parameters", {}))
+    sizes = profile(NOTEBOOK.stem, spec["profile"]) if "profile" in spec else {}
+    grid = {**sizes, **spec.get("parameters", {})}
     for name, *values in args.p:
         if not values:
             raise CourseConfigError(f"-p {name} is given no value.")

@@ -309,7 +309,7 @@ def test_08_a_lora_name_with_capitals_stops_in_the_check_cell(folders, tmp_path_
     [(cell, error)] = [
         (c, o) for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"
     ]
-    assert "check_params(" in cell.source  # the first cell after the parameters
+    assert "helpers.settings(" in cell.source  # the first cell after the parameters
     assert error.ename == "CourseConfigError" and len(error.traceback) == 1
     assert "2-64 characters of a-z, 0-9 and '-'" in error.evalue
     assert error.evalue.count(". ") == 0 and error.evalue.endswith(".")  # one sentence
