@@ -4,13 +4,16 @@
     make sweep SWEEP="-p seed 0 1 2"                # ... with three seeds instead of two
     make sweep SWEEP="--grid my.toml --name groups -p group_size 4 8"
     make sweep SWEEP="--dry-run"                    # check the grid, print the plan, run nothing
+    make sweep SWEEP="--profile rehearsal"          # ... at another of notebook 04's sizes
     .venv/bin/python -m sweeps.runner -p seed 0 1   # the same without make, from the repo root
 
-A grid file (TOML) has a `name` and a `[parameters]` table; `-p NAME VALUE...` adds to it or
-replaces its entry. One value holds in every run, several give one run per value, and runs
-are every combination. Each run is notebooks/04_training_loop.ipynb under papermill, named
-`<name>-<parameter><value>-...` after the parameters that vary, in its own folder under
-runs/ (COURSE_RUNS_DIR), where its executed notebook is kept beside its metrics and state.
+A grid file (TOML) has a `name`, a size `profile` of notebook 04 (declared with its
+parameters, `helpers.notebook_parameters`; `--profile` names another) and a `[parameters]`
+table on top of it; `-p NAME VALUE...` adds to that table or replaces its entry. One value
+holds in every run, several give one run per value, and runs are every combination. Each run
+is notebooks/04_training_loop.ipynb under papermill, named `<name>-<parameter><value>-...`
+after the parameters that vary, in its own folder under runs/ (COURSE_RUNS_DIR), where its
+executed notebook is kept beside its metrics and state.
 
 Before the first run starts, every run's parameters go through the check the notebook
 itself runs first (`helpers.notebook_parameters.resolve`), so a bad value stops the sweep
@@ -390,6 +393,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--grid", type=Path, default=DEFAULT_GRID, help="a TOML grid file")
     parser.add_argument("--name", help="the runs' name prefix (default: the grid file's name)")
+    parser.add_argument("--profile", help="notebook 04's size profile (default: the grid file's)")
     parser.add_argument(
         "-p", nargs="+", action="append", default=[], metavar=("NAME", "VALUE"),
         help="a parameter and its value(s); several values give one run each",
@@ -412,7 +416,8 @@ def grid_from(args: argparse.Namespace) -> tuple[dict, str]:
         spec = tomllib.loads(args.grid.read_text())
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise CourseConfigError(f"the grid file {args.grid} cannot be read ({error}).") from None
-    sizes = profile(NOTEBOOK.stem, spec["profile"]) if "profile" in spec else {}
+    size = args.profile or spec.get("profile")
+    sizes = profile(NOTEBOOK.stem, size) if size else {}
     grid = {**sizes, **spec.get("parameters", {})}
     for name, *values in args.p:
         if not values:
