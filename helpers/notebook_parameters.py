@@ -94,15 +94,14 @@ def _literal(value: object) -> str:
 
 
 def _with(parameter: Parameter, **changes: object) -> Parameter:
-    return replace(parameter, **changes)
+    """`parameter` with `changes`: its fields by name; any other name is a size profile, with
+    the parameter's value in it (`tiny_sweep` names `tiny-sweep`)."""
+    fields = {name: v for name, v in changes.items() if name in Parameter.__dataclass_fields__}
+    sizes = {name.replace("_", "-"): v for name, v in changes.items() if name not in fields}
+    return replace(parameter, **fields, profiles={**parameter.profiles, **sizes})
 
 
-def _sized(parameter: Parameter, **profiles: object) -> Parameter:
-    """`parameter` with its value in each named profile (`tiny_sweep` names `tiny-sweep`)."""
-    return replace(parameter, profiles={name.replace("_", "-"): v for name, v in profiles.items()})
-
-
-# Shared declarations: a notebook takes one as it is, or changes its value or doc with `_with`.
+# Shared declarations: a notebook takes one as it is, or changes it with `_with`.
 BACKEND = Parameter(
     "local",
     backend_with_keys,
@@ -156,7 +155,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "01_scoring": {
         "backend": BACKEND,
         "example_index": _with(EXAMPLE_INDEX, doc="which training problem to render below"),
-        "group_size": _sized(
+        "group_size": _with(
             Parameter(
                 4,
                 Whole(1, MAX_GROUP_SIZE),  # no rollouts to compare here: a group of one is fine
@@ -169,13 +168,13 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "02_snapshot_and_serve": {
         "backend": BACKEND,
         "example_index": _with(EXAMPLE_INDEX, doc="which training problem to sample"),
-        "group_size": _sized(
+        "group_size": _with(
             Parameter(4, Whole(1, MAX_GROUP_SIZE), "samples of the same problem"),
             small=2,
             rehearsal=2,
         ),
         "temperature": TEMPERATURE,
-        "max_tokens": _sized(MAX_TOKENS, rehearsal=24),
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "completion_window": COMPLETION_WINDOW,
         "ttl_seconds": Parameter(
             3600,
@@ -191,15 +190,17 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         # missed in all 3 draws about once in 20; 7 miss about once in 10^5, and their 14
         # completions stay below the 8 a side at which it asserts a sign
         # (effect_size.MIN_PER_GROUP).
-        "groups": _sized(
-            _with(GROUPS_PER_STEP, value=16, doc="problems in the step, a group each"),
+        "groups": _with(
+            GROUPS_PER_STEP,
+            value=16,
+            doc="problems in the step, a group each",
             small=7,
             rehearsal=7,
         ),
-        "group_size": _sized(GROUP_SIZE, small=2, rehearsal=2),
+        "group_size": _with(GROUP_SIZE, small=2, rehearsal=2),
         "learning_rate": _with(LEARNING_RATE, local=1e-4),
         "temperature": TEMPERATURE,
-        "max_tokens": _sized(MAX_TOKENS, rehearsal=24),
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "budget_sampled_tokens": BUDGET,
     },
     "04_training_loop": {
@@ -208,21 +209,21 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         # Far fewer steps, rollouts and held-out problems than the defaults in each profile:
         # `sweep` fits sweeps/default.toml's six runs in a few minutes on a busy two-core
         # machine (docs/runs.md), `tiny-sweep` the four of `make run`'s.
-        "steps": _sized(
+        "steps": _with(
             Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),
             small=3,
             rehearsal=3,
             tiny_sweep=4,
             sweep=12,
         ),
-        "group_size": _sized(GROUP_SIZE, small=2, rehearsal=2),
-        "groups_per_step": _sized(GROUPS_PER_STEP, small=4, rehearsal=2, tiny_sweep=4, sweep=4),
+        "group_size": _with(GROUP_SIZE, small=2, rehearsal=2),
+        "groups_per_step": _with(GROUPS_PER_STEP, small=4, rehearsal=2, tiny_sweep=4, sweep=4),
         "learning_rate": LEARNING_RATE,
         "temperature": TEMPERATURE,
-        "max_tokens": _sized(MAX_TOKENS, rehearsal=24),
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "seed": _with(SEED, doc="picks each step's problems and the held-out ones"),
-        "eval_problems": _sized(EVAL_PROBLEMS, small=10, rehearsal=4, tiny_sweep=30, sweep=50),
-        "eval_samples": _sized(EVAL_SAMPLES, small=1, rehearsal=1),
+        "eval_problems": _with(EVAL_PROBLEMS, small=10, rehearsal=4, tiny_sweep=30, sweep=50),
+        "eval_samples": _with(EVAL_SAMPLES, small=1, rehearsal=1),
         "loophole_steps": Parameter(
             60,
             Whole(0, 10_000),
@@ -252,16 +253,16 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
     "06_faster_loops": {
         "backend": BACKEND,
-        "steps": _sized(
+        "steps": _with(
             Parameter(
                 None, PIPELINE_STEPS, "optimizer steps per run (the first fills the pipeline)", 8, 5
             ),
             small=4,
             rehearsal=3,
         ),
-        "group_size": _sized(GROUP_SIZE, small=4, rehearsal=2),
-        "groups_per_step": _sized(_with(GROUPS_PER_STEP, value=4), small=2, rehearsal=2),
-        "max_staleness": _sized(
+        "group_size": _with(GROUP_SIZE, small=4, rehearsal=2),
+        "groups_per_step": _with(GROUPS_PER_STEP, value=4, small=2, rehearsal=2),
+        "max_staleness": _with(
             Parameter(
                 3, fewer_than_steps, "k of the third run: batches in flight, and their age in steps"
             ),
@@ -270,24 +271,27 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         ),
         "learning_rate": LEARNING_RATE,
         "temperature": TEMPERATURE,
-        "max_tokens": _sized(MAX_TOKENS, rehearsal=24),
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "seed": _with(SEED, doc="picks each step's problems (the same in every run)"),
-        "flex_steps": _sized(
+        "flex_steps": _with(
             Parameter(None, PIPELINE_STEPS, "steps of the extra run in the flex window", 5, 4),
             small=3,
             rehearsal=3,
         ),
-        "eval_problems": _sized(
-            _with(EVAL_PROBLEMS, doc="held-out problems scored per model", local=60, cloud=25),
+        "eval_problems": _with(
+            EVAL_PROBLEMS,
+            doc="held-out problems scored per model",
+            local=60,
+            cloud=25,
             small=10,
             rehearsal=4,
         ),
-        "eval_samples": _sized(EVAL_SAMPLES, small=1, rehearsal=1),
+        "eval_samples": _with(EVAL_SAMPLES, small=1, rehearsal=1),
         "run_name": _with(RUN_NAME, value="faster-loops"),
         "balanced_latency_s": Parameter(
             2.0, SIMULATED_SECONDS, "local only: simulated seconds a balanced rollout takes"
         ),
-        "flex_latency_s": _sized(
+        "flex_latency_s": _with(
             Parameter(5.0, SIMULATED_SECONDS, "local only: simulated seconds a flex rollout takes"),
             small=3.0,
         ),
@@ -298,20 +302,20 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
     "07_sandboxed_rollouts": {
         "backend": BACKEND,
-        "steps": _sized(
+        "steps": _with(
             Parameter(None, STEPS, "optimizer steps", local=15, cloud=3), small=2, rehearsal=3
         ),
-        "group_size": _sized(
+        "group_size": _with(
             Parameter(8, Whole(2, 16), "rollouts (and sandboxes) per task; GRPO compares them"),
             small=2,
             rehearsal=2,
         ),
-        "groups_per_step": _sized(
+        "groups_per_step": _with(
             Parameter(8, Whole(1, 64), "shell tasks per step, a group each"), small=2, rehearsal=2
         ),
         "learning_rate": _with(LEARNING_RATE, local=2e-3),
         "temperature": TEMPERATURE,
-        "max_tokens": _sized(
+        "max_tokens": _with(
             Parameter(
                 None,
                 max_tokens,
@@ -322,7 +326,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             rehearsal=24,
         ),
         "seed": _with(SEED, doc="picks the training tasks and the new adapter's initial weights"),
-        "eval_tasks": _sized(
+        "eval_tasks": _with(
             Parameter(
                 None,
                 Whole(1, 256, none_ok=True),
@@ -332,7 +336,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             ),
             small=4,
         ),
-        "eval_samples": _sized(
+        "eval_samples": _with(
             Parameter(
                 None, Whole(1, 16, none_ok=True), "samples per held-out task", local=4, cloud=2
             ),
@@ -345,7 +349,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             doc="runs/<run_name>/ holds the run's metrics and task folders; a rerun starts it "
             "again",
         ),
-        "simulated_boot_seconds": _sized(
+        "simulated_boot_seconds": _with(
             Parameter(
                 0.5, SIMULATED_SECONDS, "local only: stands in for a Sailbox's start-up time"
             ),
@@ -356,17 +360,17 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "08_ship_the_adapter": {
         "backend": BACKEND,
         "run_name": _with(RUN_NAME, doc="the notebook 04 run to ship"),
-        "short_run_steps": _sized(
+        "short_run_steps": _with(
             Parameter(None, STEPS, "trained here only if that run does not exist", 12, 7),
             small=2,
             rehearsal=1,
         ),
-        "parity_problems": _sized(
+        "parity_problems": _with(
             Parameter(4, Whole(1, 64), "held-out problems for the parity check"),
             small=2,
             rehearsal=2,
         ),
-        "table_problems": _sized(
+        "table_problems": _with(
             Parameter(
                 8,
                 Whole(1, HELD_OUT_PROBLEMS["cloud"]),
@@ -375,7 +379,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             small=3,
             rehearsal=2,
         ),
-        "max_tokens": _sized(MAX_TOKENS, rehearsal=24),
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "seed": _with(SEED, doc="picks the held-out problems"),
         "lora_name": Parameter(
             None,
@@ -477,19 +481,24 @@ def settings(notebook: str, namespace: Mapping[str, object]) -> Any:
 # refused past budget_sampled_tokens.
 
 
+def _cap(cfg: Any, sampled: dict[str, int], **costs: int) -> None:
+    """`estimate_and_cap` for a run of `cfg`: `sampled` rollouts per part, then the others."""
+    from helpers.cost import estimate_and_cap
+
+    estimate_and_cap(
+        cfg.backend, cfg.budget_sampled_tokens, max_tokens=cfg.max_tokens, sampled=sampled, **costs
+    )
+
+
 def _print_model_settings(cfg: Any) -> None:
     print(f"backend: {cfg.backend}   learning rate: {cfg.learning_rate}   ", end="")
     print(f"max_tokens: {cfg.max_tokens}")
 
 
 def _spend_02(cfg: Any) -> None:
-    from helpers.cost import estimate_and_cap
-
-    estimate_and_cap(
-        cfg.backend,
-        cfg.budget_sampled_tokens,
-        max_tokens=cfg.max_tokens,
-        sampled={
+    _cap(
+        cfg,
+        {
             "with a mismatched adapter config (the local stack refuses it unsampled)": 1,
             "in the group": cfg.group_size,
             "timing the two completion windows": 2 * cfg.group_size,
@@ -499,14 +508,10 @@ def _spend_02(cfg: Any) -> None:
 
 
 def _spend_03(cfg: Any) -> None:
-    from helpers.cost import estimate_and_cap
-
     rollouts = cfg.groups * cfg.group_size
-    estimate_and_cap(  # up to three draws of problems, then one step on one draw's rollouts
-        cfg.backend,
-        cfg.budget_sampled_tokens,
-        max_tokens=cfg.max_tokens,
-        sampled={f"in up to three draws of {cfg.groups} groups": 3 * rollouts},
+    _cap(  # up to three draws of problems, then one step on one draw's rollouts
+        cfg,
+        {f"in up to three draws of {cfg.groups} groups": 3 * rollouts},
         trained_rollouts=rollouts,
         adapter_archives=1,  # one checkpoint serves every draw
         forward_rollouts=2 * rollouts,  # learner logprobs before and after the step
@@ -514,17 +519,15 @@ def _spend_03(cfg: Any) -> None:
 
 
 def _spend_04(cfg: Any) -> None:
-    from helpers.cost import HELD_OUT_SETS, estimate_and_cap
+    from helpers.cost import HELD_OUT_SETS
 
     rollouts_per_step = cfg.group_size * cfg.groups_per_step
     # Before and after training, on each held-out set.
     eval_rollouts = 2 * cfg.eval_samples * cfg.eval_problems * HELD_OUT_SETS[cfg.backend]
     _print_model_settings(cfg)
-    estimate_and_cap(
-        cfg.backend,
-        cfg.budget_sampled_tokens,
-        max_tokens=cfg.max_tokens,
-        sampled={
+    _cap(
+        cfg,
+        {
             f"in {cfg.steps} training steps": cfg.steps * rollouts_per_step,
             "in the held-out evaluations before and after": eval_rollouts,
         },
@@ -536,19 +539,15 @@ def _spend_04(cfg: Any) -> None:
 
 
 def _spend_06(cfg: Any) -> None:
-    from helpers.cost import estimate_and_cap
-
     rollouts_per_step = cfg.group_size * cfg.groups_per_step
     training = {
         f"in the three runs of {cfg.steps} steps": 3 * cfg.steps * rollouts_per_step,
         f"in the flex run of {cfg.flex_steps} steps": cfg.flex_steps * rollouts_per_step,
     }
     scoring = 4 * cfg.eval_problems * cfg.eval_samples
-    estimate_and_cap(
-        cfg.backend,
-        cfg.budget_sampled_tokens,
-        max_tokens=cfg.max_tokens,
-        sampled={**training, "scoring four models on held-out problems": scoring},
+    _cap(
+        cfg,
+        {**training, "scoring four models on held-out problems": scoring},
         trained_rollouts=sum(training.values()),
         # A checkpoint per step and per model scored.
         adapter_archives=3 * cfg.steps + cfg.flex_steps + 4,
@@ -556,16 +555,14 @@ def _spend_06(cfg: Any) -> None:
 
 
 def _spend_07(cfg: Any) -> None:
-    from helpers.cost import describe_sandboxes, estimate_and_cap
+    from helpers.cost import describe_sandboxes
 
     rollouts_per_step = cfg.group_size * cfg.groups_per_step
     eval_rollouts = 2 * cfg.eval_tasks * cfg.eval_samples  # before and after training
     _print_model_settings(cfg)
-    estimate_and_cap(
-        cfg.backend,
-        cfg.budget_sampled_tokens,
-        max_tokens=cfg.max_tokens,
-        sampled={
+    _cap(
+        cfg,
+        {
             # Locally a scripted policy writes the first group's replies: nothing is sampled.
             "in the first sandboxed group": cfg.group_size if cfg.backend == "cloud" else 0,
             f"in {cfg.steps} training steps": cfg.steps * rollouts_per_step,
@@ -582,17 +579,13 @@ def _spend_07(cfg: Any) -> None:
 
 
 def _spend_08(cfg: Any) -> None:
-    from helpers.cost import estimate_and_cap
-
     # The short run is counted even when run_name has a checkpoint: it trains whenever that
     # checkpoint cannot be loaded, at notebook 04's declared sizes.
     loop = resolve(LOOP_NOTEBOOK, cfg.backend)
     short_run = cfg.short_run_steps * loop.groups_per_step * loop.group_size
-    estimate_and_cap(
-        cfg.backend,
-        cfg.budget_sampled_tokens,
-        max_tokens=cfg.max_tokens,
-        sampled={
+    _cap(
+        cfg,
+        {
             f"in a {cfg.short_run_steps}-step run if {cfg.run_name!r} cannot be shipped": short_run,
             "for the parity checks (by URL, then by name)": 2 * cfg.parity_problems,
             "for the before/after table (base, then adapter)": 2 * cfg.table_problems,
