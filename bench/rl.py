@@ -16,7 +16,7 @@ tinker, sail and tinker-cookbook SDKs on `helpers.connect("local")`.
     this process, with the load average: on a shared machine, wall time also counts the
     time spent waiting for a core.
 
-Its defaults are notebook 04's on the local backend (`helpers.defaults`).
+Its defaults are notebook 04's on the local backend (`helpers.notebook_parameters.resolve`).
 """
 
 from __future__ import annotations
@@ -33,26 +33,26 @@ from dataclasses import asdict, dataclass
 
 import psutil
 
-from helpers.defaults import BACKEND_DEFAULTS
+from helpers.notebook_parameters import resolve
 from local_stack.kernel.control_client import set_knobs
 
 STEP_PARTS = ("save_s", "sample_s", "train_s")  # run_step's timings, in the order they run
 TIMED_STEPS = 5
 
 
-LOCAL = BACKEND_DEFAULTS["local"]
+LOCAL = resolve("04_training_loop")  # its local defaults
 
 
 @dataclass(frozen=True)
 class Hyperparams:
     """What the loop runs with; by default, notebook 04's local settings."""
 
-    group_size: int = 8
-    groups_per_step: int = 8
-    learning_rate: float = LOCAL["learning_rate"]
-    steps: int = LOCAL["steps"]
-    temperature: float = 1.0
-    max_tokens: int = LOCAL["max_tokens"]  # a well-formed answer takes at most 18 tokens
+    group_size: int = LOCAL.group_size
+    groups_per_step: int = LOCAL.groups_per_step
+    learning_rate: float = LOCAL.learning_rate
+    steps: int = LOCAL.steps
+    temperature: float = LOCAL.temperature
+    max_tokens: int = LOCAL.max_tokens  # a well-formed answer takes at most 18 tokens
 
 
 def score_line(name: str, before: dict, after: dict, comparison: dict) -> str:

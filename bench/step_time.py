@@ -32,8 +32,8 @@ DRIVER = r"""
 import asyncio, json, random, statistics, sys, time
 import psutil
 import helpers
-from helpers.defaults import BACKEND_DEFAULTS
-from helpers.training import LoopSettings, run_step
+from helpers.notebook_parameters import resolve
+from helpers.training import run_step
 import os
 # The old tree predates local_stack/kernel/. Chosen by the tree's own files: an import that
 # fails there would be answered from the installed (current) checkout instead.
@@ -50,18 +50,14 @@ async def main():
     stack = start_local_stack()
     try:
         course = helpers.connect("local")
-        local = BACKEND_DEFAULTS["local"]
         client = await course.service_client.create_lora_training_client_async(
             base_model=course.model_name, rank=course.adapter_config["r"], seed=0
         )
-        settings = LoopSettings(
-            run_name="step-time", group_size=8, learning_rate=local["learning_rate"],
-            max_tokens=local["max_tokens"], temperature=1.0, completion_window="balanced",
-        )
+        settings = resolve("04_training_loop", run_name="step-time")  # its local defaults
         processes = [psutil.Process(stack.pid), psutil.Process()]
         rng, totals, cpu = random.Random(0), [], []
         for step in range(WARM_UP + TIMED):
-            rows = rng.sample(course.train_rows, 8)
+            rows = rng.sample(course.train_rows, settings.groups_per_step)
             cpu_before = sum(sum(p.cpu_times()[:2]) for p in processes)
             record = await run_step(step, rows, settings, client, course)
             if step >= WARM_UP:

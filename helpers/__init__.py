@@ -1,8 +1,9 @@
 """The course code the notebooks import: the backend seam, parameter checks, the taught modules.
 
-    backend, defaults     `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
+    backend               `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
     dataset               the local backend's data: arithmetic word problems, made offline
-    params, cost          every parameter's range (`check_params`); the cloud estimate and cap
+    notebook_parameters   every parameter declared once; `settings(notebook, globals())`
+    params, cost          the rules parameters pass (a leaf); the cloud estimate and cap
     scoring, serving, inspect_step, training, pipelined
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, progress, stats, rollout_failures
@@ -27,7 +28,8 @@ parameters in its first cell and fail in a second, not after a minute of imports
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from helpers.errors import install_short_errors
 
@@ -45,3 +47,14 @@ def connect(backend: str = "local") -> Course:
     from helpers.backend import connect as connect_backend
 
     return connect_backend(backend)
+
+
+def settings(notebook: str, namespace: Mapping[str, object]) -> Any:
+    """`notebook`'s parameters from `namespace` (the check cell passes `globals()`), checked,
+    with the backend's defaults filled in, as one frozen object; prints what the run may spend.
+
+    See `helpers.notebook_parameters.settings`.
+    """
+    from helpers.notebook_parameters import settings as notebook_settings
+
+    return notebook_settings(notebook, namespace)

@@ -23,7 +23,6 @@ import tinker
 from datasets import load_dataset
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-from helpers.defaults import BACKEND_DEFAULTS
 from helpers.errors import (
     CourseConfigError,
     CourseRunError,
@@ -32,6 +31,7 @@ from helpers.errors import (
     interrupt_running_cell,
     raise_reasons_in_script,
 )
+from helpers.notebook_parameters import backend_defaults
 from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from kimi import MODEL_NAME, kimi_renderer
@@ -131,7 +131,7 @@ def connect(backend: str = "local") -> Course:
         renderer=kimi_renderer(tokenizer),
         model_name=MODEL_NAME,
         adapter_config=json.loads(ADAPTER_CONFIG_PATH.read_text()),
-        defaults=BACKEND_DEFAULTS[backend],
+        defaults=backend_defaults(backend),
         train_rows=splits["train"],
         held_out_rows=splits["held_out"],
         held_out_known_rows=splits["held_out_known"],

@@ -1,19 +1,30 @@
-"""Every notebook parameter, declared once: its value, its rule, its backend defaults, its doc.
+"""Every notebook parameter, declared once: its value, rule, doc, backend defaults and profiles.
 
-A notebook's parameters cell, the call in its check cell, and the parameter tables of
-docs/cloud.md and the instructor's guide are all written from `NOTEBOOK_PARAMETERS` by `make docs`
-(`scripts/make_docs.py`); `tests/repo/test_docs_fresh.py` fails when they were not. To change a
-default, a range or a description, change it here and run `make docs`.
+A notebook's parameters cell is the papermill cell; the cell after it is one call,
+`cfg = helpers.settings("04_training_loop", globals())`, which checks every value (one
+sentence for a bad one), fills in the backend's defaults for each None, prints what the run
+may spend, and returns a frozen `Settings` the rest of the notebook reads (`cfg.steps`).
+Scripts, sweeps and tests get the same object from `resolve(notebook, backend, profile)`,
+and ask for sizes by a profile's name (`small` for tests, `rehearsal` for the cloud
+rehearsal, `tiny-sweep` for `make run`'s sweep, `sweep` for sweeps/default.toml) instead of
+copying numbers.
 
-A parameter whose value is None takes its backend's default (`local`, `cloud`). Within a
-notebook, learner-facing parameters come first and cloud-only and budget knobs last, which is
-the order of each cell. Imports nothing heavy: the check cells use it.
+The parameters cells and the parameter tables of docs/cloud.md and the instructor's guide are
+written from `NOTEBOOK_PARAMETERS` by `make docs` (`scripts/make_docs.py`);
+`tests/repo/test_docs_fresh.py` fails when they were not. To change a default, a range, a
+profile or a description, change it here and run `make docs`. Within a notebook,
+learner-facing parameters come first and cloud-only and budget knobs last, the order of its
+cell. Imports nothing heavy: the check cells use it. The rules live in `helpers.params`, a
+leaf that imports nothing back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, make_dataclass, replace
+from typing import Any
 
+from helpers.errors import CourseConfigError
 from helpers.params import (
     BACKENDS,
     HELD_OUT_METRICS,
@@ -27,12 +38,14 @@ from helpers.params import (
     SIMULATED_SECONDS,
     STEPS,
     TRAIN_PROBLEMS,
+    Checking,
     Matches,
     Number,
     OneOf,
     Rule,
     Whole,
     backend_with_keys,
+    check_rollouts_in_flight,
     completion_window,
     fewer_than_steps,
     max_tokens,
@@ -41,18 +54,23 @@ from helpers.params import (
     temperature,
 )
 
+# Notebook 04's parameters set the training loop: the settings a notebook without its own
+# (08's short run, the scripts, the bench) trains with.
+LOOP_NOTEBOOK = "04_training_loop"
+
 
 @dataclass(frozen=True)
 class Parameter:
     """One parameter of one notebook: the parameters cell's `value`, the `rule` it must
-    pass, what None stands for on each backend, and `doc`, one line on what it does (its
-    range is added from the rule)."""
+    pass, what None stands for on each backend, `doc`, one line on what it does (its range is
+    added from the rule), and its value in each named size profile that sets it."""
 
     value: object
     rule: Rule
     doc: str
     local: object = None
     cloud: object = None
+    profiles: Mapping[str, object] = field(default_factory=dict)
 
     def default(self, backend: str) -> object:
         """What the notebook uses when the value is None on `backend`."""
@@ -76,10 +94,14 @@ def _literal(value: object) -> str:
 
 
 def _with(parameter: Parameter, **changes: object) -> Parameter:
-    return replace(parameter, **changes)
+    """`parameter` with `changes`: its fields by name; any other name is a size profile, with
+    the parameter's value in it (`tiny_sweep` names `tiny-sweep`)."""
+    fields = {name: v for name, v in changes.items() if name in Parameter.__dataclass_fields__}
+    sizes = {name.replace("_", "-"): v for name, v in changes.items() if name not in fields}
+    return replace(parameter, **fields, profiles={**parameter.profiles, **sizes})
 
 
-# Shared declarations: a notebook takes one as it is, or changes its value or doc with `_with`.
+# Shared declarations: a notebook takes one as it is, or changes it with `_with`.
 BACKEND = Parameter(
     "local",
     backend_with_keys,
@@ -133,18 +155,26 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "01_scoring": {
         "backend": BACKEND,
         "example_index": _with(EXAMPLE_INDEX, doc="which training problem to render below"),
-        "group_size": Parameter(
-            4,
-            Whole(1, MAX_GROUP_SIZE),  # no rollouts to compare here: a group of one is fine
-            "how many environments the group builder makes for one problem",
+        "group_size": _with(
+            Parameter(
+                4,
+                Whole(1, MAX_GROUP_SIZE),  # no rollouts to compare here: a group of one is fine
+                "how many environments the group builder makes for one problem",
+            ),
+            small=3,
+            rehearsal=2,
         ),
     },
     "02_snapshot_and_serve": {
         "backend": BACKEND,
         "example_index": _with(EXAMPLE_INDEX, doc="which training problem to sample"),
-        "group_size": Parameter(4, Whole(1, MAX_GROUP_SIZE), "samples of the same problem"),
+        "group_size": _with(
+            Parameter(4, Whole(1, MAX_GROUP_SIZE), "samples of the same problem"),
+            small=2,
+            rehearsal=2,
+        ),
         "temperature": TEMPERATURE,
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "completion_window": COMPLETION_WINDOW,
         "ttl_seconds": Parameter(
             3600,
@@ -156,25 +186,44 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "03_one_grpo_step": {
         "backend": BACKEND,
         "seed": _with(SEED, doc="picks the problems and the new adapter's initial weights"),
-        "groups": _with(GROUPS_PER_STEP, value=16, doc="problems in the step, a group each"),
-        "group_size": GROUP_SIZE,
+        # 7 groups of 2: notebook 03 needs a group whose rewards differ, which 2 groups of 2
+        # missed in all 3 draws about once in 20; 7 miss about once in 10^5, and their 14
+        # completions stay below the 8 a side at which it asserts a sign
+        # (effect_size.MIN_PER_GROUP).
+        "groups": _with(
+            GROUPS_PER_STEP,
+            value=16,
+            doc="problems in the step, a group each",
+            small=7,
+            rehearsal=7,
+        ),
+        "group_size": _with(GROUP_SIZE, small=2, rehearsal=2),
         "learning_rate": _with(LEARNING_RATE, local=1e-4),
         "temperature": TEMPERATURE,
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "budget_sampled_tokens": BUDGET,
     },
     "04_training_loop": {
         "backend": BACKEND,
         "run_name": RUN_NAME,  # every exercise sets a new one
-        "steps": Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),
-        "group_size": GROUP_SIZE,
-        "groups_per_step": GROUPS_PER_STEP,
+        # Far fewer steps, rollouts and held-out problems than the defaults in each profile:
+        # `sweep` fits sweeps/default.toml's six runs in a few minutes on a busy two-core
+        # machine (docs/runs.md), `tiny-sweep` the four of `make run`'s.
+        "steps": _with(
+            Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),
+            small=3,
+            rehearsal=3,
+            tiny_sweep=4,
+            sweep=12,
+        ),
+        "group_size": _with(GROUP_SIZE, small=2, rehearsal=2),
+        "groups_per_step": _with(GROUPS_PER_STEP, small=4, rehearsal=2, tiny_sweep=4, sweep=4),
         "learning_rate": LEARNING_RATE,
         "temperature": TEMPERATURE,
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "seed": _with(SEED, doc="picks each step's problems and the held-out ones"),
-        "eval_problems": EVAL_PROBLEMS,
-        "eval_samples": EVAL_SAMPLES,
+        "eval_problems": _with(EVAL_PROBLEMS, small=10, rehearsal=4, tiny_sweep=30, sweep=50),
+        "eval_samples": _with(EVAL_SAMPLES, small=1, rehearsal=1),
         "loophole_steps": Parameter(
             60,
             Whole(0, 10_000),
@@ -204,31 +253,47 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
     "06_faster_loops": {
         "backend": BACKEND,
-        "steps": Parameter(
-            None, PIPELINE_STEPS, "optimizer steps per run (the first fills the pipeline)", 8, 5
+        "steps": _with(
+            Parameter(
+                None, PIPELINE_STEPS, "optimizer steps per run (the first fills the pipeline)", 8, 5
+            ),
+            small=4,
+            rehearsal=3,
         ),
-        "group_size": GROUP_SIZE,
-        "groups_per_step": _with(GROUPS_PER_STEP, value=4),
-        "max_staleness": Parameter(
-            3, fewer_than_steps, "k of the third run: batches in flight, and their age in steps"
+        "group_size": _with(GROUP_SIZE, small=4, rehearsal=2),
+        "groups_per_step": _with(GROUPS_PER_STEP, value=4, small=2, rehearsal=2),
+        "max_staleness": _with(
+            Parameter(
+                3, fewer_than_steps, "k of the third run: batches in flight, and their age in steps"
+            ),
+            small=2,
+            rehearsal=2,
         ),
         "learning_rate": LEARNING_RATE,
         "temperature": TEMPERATURE,
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "seed": _with(SEED, doc="picks each step's problems (the same in every run)"),
-        "flex_steps": Parameter(
-            None, PIPELINE_STEPS, "steps of the extra run in the flex window", 5, 4
+        "flex_steps": _with(
+            Parameter(None, PIPELINE_STEPS, "steps of the extra run in the flex window", 5, 4),
+            small=3,
+            rehearsal=3,
         ),
         "eval_problems": _with(
-            EVAL_PROBLEMS, doc="held-out problems scored per model", local=60, cloud=25
+            EVAL_PROBLEMS,
+            doc="held-out problems scored per model",
+            local=60,
+            cloud=25,
+            small=10,
+            rehearsal=4,
         ),
-        "eval_samples": EVAL_SAMPLES,
+        "eval_samples": _with(EVAL_SAMPLES, small=1, rehearsal=1),
         "run_name": _with(RUN_NAME, value="faster-loops"),
         "balanced_latency_s": Parameter(
             2.0, SIMULATED_SECONDS, "local only: simulated seconds a balanced rollout takes"
         ),
-        "flex_latency_s": Parameter(
-            5.0, SIMULATED_SECONDS, "local only: simulated seconds a flex rollout takes"
+        "flex_latency_s": _with(
+            Parameter(5.0, SIMULATED_SECONDS, "local only: simulated seconds a flex rollout takes"),
+            small=3.0,
         ),
         "train_latency_s": Parameter(
             2.0, SIMULATED_SECONDS, "local only: simulated seconds a training step takes"
@@ -237,30 +302,46 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
     "07_sandboxed_rollouts": {
         "backend": BACKEND,
-        "steps": Parameter(None, STEPS, "optimizer steps", local=15, cloud=3),
-        "group_size": Parameter(
-            8, Whole(2, 16), "rollouts (and sandboxes) per task; GRPO compares them"
+        "steps": _with(
+            Parameter(None, STEPS, "optimizer steps", local=15, cloud=3), small=2, rehearsal=3
         ),
-        "groups_per_step": Parameter(8, Whole(1, 64), "shell tasks per step, a group each"),
+        "group_size": _with(
+            Parameter(8, Whole(2, 16), "rollouts (and sandboxes) per task; GRPO compares them"),
+            small=2,
+            rehearsal=2,
+        ),
+        "groups_per_step": _with(
+            Parameter(8, Whole(1, 64), "shell tasks per step, a group each"), small=2, rehearsal=2
+        ),
         "learning_rate": _with(LEARNING_RATE, local=2e-3),
         "temperature": TEMPERATURE,
-        "max_tokens": Parameter(
-            None,
-            max_tokens,
-            "tokens a reply may have (Kimi K2.6 thinks before it writes its script)",
-            local=40,
-            cloud=1024,
+        "max_tokens": _with(
+            Parameter(
+                None,
+                max_tokens,
+                "tokens a reply may have (Kimi K2.6 thinks before it writes its script)",
+                local=40,
+                cloud=1024,
+            ),
+            rehearsal=24,
         ),
         "seed": _with(SEED, doc="picks the training tasks and the new adapter's initial weights"),
-        "eval_tasks": Parameter(
-            None,
-            Whole(1, 256, none_ok=True),
-            "held-out tasks scored before and after training",
-            local=48,
-            cloud=8,
+        "eval_tasks": _with(
+            Parameter(
+                None,
+                Whole(1, 256, none_ok=True),
+                "held-out tasks scored before and after training",
+                local=48,
+                cloud=8,
+            ),
+            small=4,
         ),
-        "eval_samples": Parameter(
-            None, Whole(1, 16, none_ok=True), "samples per held-out task", local=4, cloud=2
+        "eval_samples": _with(
+            Parameter(
+                None, Whole(1, 16, none_ok=True), "samples per held-out task", local=4, cloud=2
+            ),
+            small=1,
+            rehearsal=1,
         ),
         "run_name": _with(
             RUN_NAME,
@@ -268,22 +349,37 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             doc="runs/<run_name>/ holds the run's metrics and task folders; a rerun starts it "
             "again",
         ),
-        "simulated_boot_seconds": Parameter(
-            0.5, SIMULATED_SECONDS, "local only: stands in for a Sailbox's start-up time"
+        "simulated_boot_seconds": _with(
+            Parameter(
+                0.5, SIMULATED_SECONDS, "local only: stands in for a Sailbox's start-up time"
+            ),
+            small=0.2,
         ),
         "budget_sampled_tokens": BUDGET,
     },
     "08_ship_the_adapter": {
         "backend": BACKEND,
         "run_name": _with(RUN_NAME, doc="the notebook 04 run to ship"),
-        "short_run_steps": Parameter(
-            None, STEPS, "trained here only if that run does not exist", 12, 7
+        "short_run_steps": _with(
+            Parameter(None, STEPS, "trained here only if that run does not exist", 12, 7),
+            small=2,
+            rehearsal=1,
         ),
-        "parity_problems": Parameter(4, Whole(1, 64), "held-out problems for the parity check"),
-        "table_problems": Parameter(
-            8, Whole(1, HELD_OUT_PROBLEMS["cloud"]), "held-out problems in the before/after table"
+        "parity_problems": _with(
+            Parameter(4, Whole(1, 64), "held-out problems for the parity check"),
+            small=2,
+            rehearsal=2,
         ),
-        "max_tokens": MAX_TOKENS,
+        "table_problems": _with(
+            Parameter(
+                8,
+                Whole(1, HELD_OUT_PROBLEMS["cloud"]),
+                "held-out problems in the before/after table",
+            ),
+            small=3,
+            rehearsal=2,
+        ),
+        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "seed": _with(SEED, doc="picks the held-out problems"),
         "lora_name": Parameter(
             None,
@@ -308,4 +404,225 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "keep_on_sail": Parameter(False, OneOf((True, False)), "leave the LoRA on Sail at the end"),
         "budget_sampled_tokens": BUDGET,
     },
+}
+
+
+def _settings_class(notebook: str) -> type:
+    """A frozen dataclass with one field per parameter of `notebook`, in the cell's order."""
+    names = list(NOTEBOOK_PARAMETERS[notebook])
+    return make_dataclass("Settings", [(name, Any) for name in names], frozen=True)
+
+
+def backend_defaults(backend: str, notebook: str = LOOP_NOTEBOOK) -> dict[str, object]:
+    """What None stands for on `backend`, for each of `notebook`'s parameters that may be None
+    (`helpers.connect` hands notebook 04's to every notebook as `course.defaults`)."""
+    return {
+        name: parameter.default(backend)
+        for name, parameter in NOTEBOOK_PARAMETERS[notebook].items()
+        if parameter.value is None
+    }
+
+
+SETTINGS = {notebook: _settings_class(notebook) for notebook in NOTEBOOK_PARAMETERS}
+PROFILES = sorted(
+    {name for ps in NOTEBOOK_PARAMETERS.values() for p in ps.values() for name in p.profiles}
+)
+
+
+def profile(notebook: str, name: str) -> dict[str, object]:
+    """The values `notebook`'s parameters take in size profile `name` (those it sets)."""
+    if name not in PROFILES:
+        raise CourseConfigError(f"the profiles are {', '.join(PROFILES)}, not {name!r}.")
+    return {
+        parameter: declared.profiles[name]
+        for parameter, declared in NOTEBOOK_PARAMETERS[notebook].items()
+        if name in declared.profiles
+    }
+
+
+def resolve(
+    notebook: str, backend: str = "local", size: str | None = None, **values: object
+) -> Any:
+    """`notebook`'s settings: its declared values, then profile `size`'s, then `values`,
+    each checked by its rule (in the cell's order) and each None replaced by `backend`'s
+    default. A value out of range raises CourseConfigError in one sentence."""
+    declared = NOTEBOOK_PARAMETERS[notebook]
+    if unknown := set(values) - set(declared):
+        raise CourseConfigError(
+            f"{sorted(unknown)[0]} is not a parameter of {notebook}, whose parameters are "
+            f"{', '.join(declared)}."
+        )
+    given = {name: parameter.value for name, parameter in declared.items()}
+    given |= profile(notebook, size) if size else {}
+    given |= {"backend": backend} if "backend" in declared else {}
+    given |= values
+    backend = given.get("backend", backend)
+    declared["backend"].rule("backend", backend, None)  # the other rules read it
+    defaults = {name: parameter.default(backend) for name, parameter in declared.items()}
+    checking = Checking(backend, given, defaults)
+    for name, parameter in declared.items():
+        parameter.rule(name, given[name], checking)
+    check_rollouts_in_flight(checking)
+    return SETTINGS[notebook](**{name: checking.value(name) for name in declared})
+
+
+def settings(notebook: str, namespace: Mapping[str, object]) -> Any:
+    """The check cell's call: `notebook`'s parameters as the parameters cell (and papermill's
+    injected cell) left them in `namespace`, checked and with the backend's defaults filled
+    in; prints what the run may spend, and refuses it in the cloud if that passes its budget."""
+    cfg = resolve(notebook, **{name: namespace[name] for name in NOTEBOOK_PARAMETERS[notebook]})
+    if spend := SPEND.get(notebook):
+        spend(cfg)
+    return cfg
+
+
+# What each spending notebook's cells sample and train, counted from its settings before any
+# request that costs money (`helpers.cost.estimate_and_cap`): printed, and in the cloud
+# refused past budget_sampled_tokens.
+
+
+def _cap(cfg: Any, sampled: dict[str, int], **costs: int) -> None:
+    """`estimate_and_cap` for a run of `cfg`: `sampled` rollouts per part, then the others."""
+    from helpers.cost import estimate_and_cap
+
+    estimate_and_cap(
+        cfg.backend, cfg.budget_sampled_tokens, max_tokens=cfg.max_tokens, sampled=sampled, **costs
+    )
+
+
+def _print_model_settings(cfg: Any) -> None:
+    print(f"backend: {cfg.backend}   learning rate: {cfg.learning_rate}   ", end="")
+    print(f"max_tokens: {cfg.max_tokens}")
+
+
+def _spend_02(cfg: Any) -> None:
+    _cap(
+        cfg,
+        {
+            "with a mismatched adapter config (the local stack refuses it unsampled)": 1,
+            "in the group": cfg.group_size,
+            "timing the two completion windows": 2 * cfg.group_size,
+        },
+        adapter_archives=2,  # the checkpoint signed by hand, and sail_policy's
+        flex_rollouts=cfg.group_size,  # the group again, through flex
+    )
+
+
+def _spend_03(cfg: Any) -> None:
+    rollouts = cfg.groups * cfg.group_size
+    _cap(  # up to three draws of problems, then one step on one draw's rollouts
+        cfg,
+        {f"in up to three draws of {cfg.groups} groups": 3 * rollouts},
+        trained_rollouts=rollouts,
+        adapter_archives=1,  # one checkpoint serves every draw
+        # Learner logprobs before and after the step, and (optional cell) ppo's and cispo's losses.
+        forward_rollouts=4 * rollouts,
+    )
+
+
+def _spend_04(cfg: Any) -> None:
+    from helpers.cost import HELD_OUT_SETS
+
+    rollouts_per_step = cfg.group_size * cfg.groups_per_step
+    # Before and after training, on each held-out set.
+    eval_rollouts = 2 * cfg.eval_samples * cfg.eval_problems * HELD_OUT_SETS[cfg.backend]
+    _print_model_settings(cfg)
+    _cap(
+        cfg,
+        {
+            f"in {cfg.steps} training steps": cfg.steps * rollouts_per_step,
+            "in the held-out evaluations before and after": eval_rollouts,
+        },
+        trained_rollouts=cfg.steps * rollouts_per_step,
+        adapter_archives=cfg.steps + 2,  # a checkpoint per step, and one per evaluation
+        flex_rollouts=(cfg.steps * rollouts_per_step + eval_rollouts)
+        * (cfg.completion_window == "flex"),
+    )
+    if cfg.backend == "local":  # they run on the local backend only, where sampling is free
+        print("  not counted: the optional pass@k and reward-hacking sections' rollouts")
+
+
+def _spend_06(cfg: Any) -> None:
+    rollouts_per_step = cfg.group_size * cfg.groups_per_step
+    training = {
+        f"in the three runs of {cfg.steps} steps": 3 * cfg.steps * rollouts_per_step,
+        f"in the flex run of {cfg.flex_steps} steps": cfg.flex_steps * rollouts_per_step,
+    }
+    scoring = 4 * cfg.eval_problems * cfg.eval_samples
+    _cap(
+        cfg,
+        {**training, "scoring four models on held-out problems": scoring},
+        trained_rollouts=sum(training.values()),
+        # A checkpoint per step and per model scored.
+        adapter_archives=3 * cfg.steps + cfg.flex_steps + 4,
+        flex_rollouts=cfg.flex_steps * rollouts_per_step,
+    )
+
+
+def _spend_07(cfg: Any) -> None:
+    from helpers.cost import describe_sandboxes
+
+    rollouts_per_step = cfg.group_size * cfg.groups_per_step
+    eval_rollouts = 2 * cfg.eval_tasks * cfg.eval_samples  # before and after training
+    _print_model_settings(cfg)
+    _cap(
+        cfg,
+        {
+            # Locally a scripted policy writes the first group's replies: nothing is sampled.
+            "in the first sandboxed group": cfg.group_size if cfg.backend == "cloud" else 0,
+            f"in {cfg.steps} training steps": cfg.steps * rollouts_per_step,
+            "in the held-out evaluations before and after": eval_rollouts,
+        },
+        trained_rollouts=cfg.steps * rollouts_per_step,
+        adapter_archives=cfg.steps + 2,  # a sampler checkpoint per step, and one per evaluation
+    )
+    # Sandboxes by lifetime budget (s): one by hand and twelve for containment at 120 s; at
+    # ShellTaskGroupBuilder's 600 s, group_size each for the prompt shown, the first group,
+    # and sequential and concurrent creation, then one per training and held-out rollout.
+    # Grading takes one more per graded rollout (120 s: the grader's 60 s and a minute for its
+    # files) and per graded containment row (90 s). The optional tamper cell: two per strategy
+    # at 300 s, one more to grade each at 90 s. Sail bills a Sailbox by its observed usage
+    # while it runs, plus a one-time charge when it is created (`Sailbox.create`'s docstring,
+    # sail 0.17.1).
+    from shell_tasks.tamper import STRATEGIES
+
+    graded_rollouts = cfg.group_size + cfg.steps * rollouts_per_step + eval_rollouts
+    at_600 = 4 * cfg.group_size + cfg.steps * rollouts_per_step + eval_rollouts
+    lifetimes = {
+        90: 2 + len(STRATEGIES),
+        120: 1 + 12 + graded_rollouts,
+        300: 2 * len(STRATEGIES),
+        600: at_600,
+    }
+    print(describe_sandboxes(lifetimes, cfg.backend))
+
+
+def _spend_08(cfg: Any) -> None:
+    # The short run is counted even when run_name has a checkpoint: it trains whenever that
+    # checkpoint cannot be loaded, at notebook 04's declared sizes.
+    loop = resolve(LOOP_NOTEBOOK, cfg.backend)
+    short_run = cfg.short_run_steps * loop.groups_per_step * loop.group_size
+    _cap(
+        cfg,
+        {
+            f"in a {cfg.short_run_steps}-step run if {cfg.run_name!r} cannot be shipped": short_run,
+            "for the parity checks (by URL, then by name)": 2 * cfg.parity_problems,
+            "for the before/after table (base, then adapter)": 2 * cfg.table_problems,
+        },
+        trained_rollouts=short_run,
+        # A checkpoint per step of that run, and the shipped one; the adapter and the base
+        # model's logprobs on the samples drawn by URL and by name; one PEFT export served.
+        adapter_archives=cfg.short_run_steps + 1,
+        forward_rollouts=4 * cfg.parity_problems,
+        exports=1,  # the PEFT files uploaded and served by name
+    )
+
+
+SPEND: dict[str, Callable[[Any], None]] = {
+    "02_snapshot_and_serve": _spend_02,
+    "03_one_grpo_step": _spend_03,
+    "04_training_loop": _spend_04,
+    "06_faster_loops": _spend_06,
+    "07_sandboxed_rollouts": _spend_07,
+    "08_ship_the_adapter": _spend_08,
 }

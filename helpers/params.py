@@ -1,13 +1,12 @@
-"""Checks for notebook parameters, run before anything touches a server.
+"""The rules notebook parameters must pass, run before anything touches a server.
 
-Every parameter of every notebook is declared once, with its rule, in
-`helpers.notebook_parameters`; the rules are defined here, each able to `describe()` its
-range for the parameters cell's comment. Each notebook's check cell passes all its
-parameters to `check_params`, which imports nothing heavy. A value
-outside its range raises `CourseConfigError` with one sentence naming the parameter and the
-range, so a bad papermill `-p` fails in a second instead of mid-run (or, worse, "succeeds"
-having sampled nothing). The ranges are what the services accept, what each backend's data
-holds, and what a kernel can hold; `tests/course/test_params.py` checks them against the first two.
+A leaf: it imports nothing of the course but its errors. The declarations
+(`helpers.notebook_parameters`) give each parameter one of these rules, each able to
+`describe()` its range for the parameters cell's comment. A value outside its range raises
+`CourseConfigError` with one sentence naming the parameter and the range, so a bad papermill
+`-p` fails in a second instead of mid-run (or, worse, "succeeds" having sampled nothing). The
+ranges are what the services accept, what each backend's data holds, and what a kernel can
+hold; `tests/course/test_params.py` checks them against the first two.
 
 Comparisons are written `low <= value <= high`, which NaN fails.
 """
@@ -60,23 +59,18 @@ def check_backend(backend: str) -> str:
 
 @dataclass(frozen=True)
 class Checking:
-    """What a rule sees besides its own value: which notebook, on which backend, with which
-    parameters (checked in the notebook's order, so those before it already passed)."""
+    """What a rule sees besides its own value: the backend, the notebook's parameters
+    (checked in the notebook's order, so those before it already passed), and what None
+    stands for on this backend."""
 
-    notebook: str
     backend: str
     values: dict[str, object]
+    defaults: dict[str, object]
 
     def value(self, name: str) -> object:
         """Parameter `name`, with None replaced by the backend's default for it."""
-        from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
-
         value = self.values[name]
-        return (
-            NOTEBOOK_PARAMETERS[self.notebook][name].default(self.backend)
-            if value is None
-            else value
-        )
+        return self.defaults[name] if value is None else value
 
 
 def _refuse(
@@ -284,19 +278,10 @@ BATCHES = (
 )
 
 
-def check_params(notebook: str, **values: object) -> None:
-    """Every parameter of `notebook` (its file name without `.ipynb`), in the order given:
-    the check cell passes them in the order its parameters cell lists them.
-
-    None, where a rule allows it, stands for the backend's default, which the checks that
-    relate two parameters use."""
-    from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
-
-    checking = Checking(notebook, values["backend"], values)
-    for name, value in values.items():
-        NOTEBOOK_PARAMETERS[notebook][name].rule(name, value, checking)
+def check_rollouts_in_flight(checking: Checking) -> None:
+    """Each pair of `BATCHES` the notebook has multiplies to at most MAX_ROLLOUTS_PER_BATCH."""
     for names in BATCHES:
-        if set(names) <= set(values):
+        if set(names) <= set(checking.values):
             first, second = (checking.value(name) for name in names)
             if first * second > MAX_ROLLOUTS_PER_BATCH:
                 raise CourseConfigError(

@@ -29,7 +29,8 @@ from helpers.serving import ROLLOUT_TIMEOUT_S, SnapshotCompleter, sail_policy
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The knobs of one training run (notebook 04's parameters, checked)."""
+    """The knobs of one training run. Notebook 04 passes its settings object, `cfg`, which
+    has these fields (and more); code without one, such as a script, builds this."""
 
     run_name: str
     group_size: int

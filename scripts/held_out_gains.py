@@ -24,39 +24,30 @@ import random
 import time
 
 import helpers
-from helpers.training import LoopSettings, compare, evaluate_now, run_step
+from helpers.notebook_parameters import resolve
+from helpers.training import compare, evaluate_now, run_step
 
-GROUP_SIZE, GROUPS_PER_STEP = 8, 8  # notebook 04's parameters cell
 SETS = {"known facts, not trained": "held_out_known_rows", "unseen facts": "held_out_rows"}
 
 
 async def one_run(course, seed: int) -> dict[str, dict]:
     """Notebook 04's default run for `seed`: its held-out comparisons on SETS."""
-    defaults = course.defaults
+    cfg = resolve("04_training_loop", run_name=f"gains-{seed}", seed=seed)  # local defaults
     held_out_sets = {
-        name: random.Random(seed).sample(rows, min(defaults["eval_problems"], len(rows)))
+        name: random.Random(seed).sample(rows, min(cfg.eval_problems, len(rows)))
         for name, rows in ((name, getattr(course, field)) for name, field in SETS.items())
     }
-    settings = LoopSettings(
-        run_name=f"gains-{seed}",
-        group_size=GROUP_SIZE,
-        learning_rate=defaults["learning_rate"],
-        max_tokens=defaults["max_tokens"],
-        temperature=1.0,
-        completion_window="balanced",
-    )
     training_client = await course.service_client.create_lora_training_client_async(
         base_model=course.model_name, rank=course.adapter_config["r"], seed=seed
     )
-    samples = defaults["eval_samples"]
     before = await evaluate_now(
-        f"gains-{seed}-before", held_out_sets, settings, samples, training_client, course
+        f"gains-{seed}-before", held_out_sets, cfg, cfg.eval_samples, training_client, course
     )
-    for step in range(defaults["steps"]):
-        rows = random.Random(f"{seed}-{step}").sample(course.train_rows, GROUPS_PER_STEP)
-        await run_step(step, rows, settings, training_client, course)
+    for step in range(cfg.steps):
+        rows = random.Random(f"{seed}-{step}").sample(course.train_rows, cfg.groups_per_step)
+        await run_step(step, rows, cfg, training_client, course)
     after = await evaluate_now(
-        f"gains-{seed}-after", held_out_sets, settings, samples, training_client, course
+        f"gains-{seed}-after", held_out_sets, cfg, cfg.eval_samples, training_client, course
     )
     return {name: compare(before[name], after[name]) for name in held_out_sets}
 

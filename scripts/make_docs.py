@@ -1,8 +1,8 @@
 """Write every place a notebook parameter appears from its one declaration: `make docs`.
 
 `helpers.notebook_parameters` declares each parameter once. From it this writes each
-notebook's parameters cell (values and comments), the `check_params(...)` call of its check
-cell (every parameter, in the cell's order), and the parameter tables of docs/cloud.md and
+notebook's parameters cell (values and comments), its check cell (the one call that returns
+its settings object), and the parameter tables of docs/cloud.md and
 the instructor's guide, between their `<!-- parameters:start -->` and `<!-- parameters:end -->`
 marks. With `--check` it writes nothing and fails if any of them is stale, which
 `tests/repo/test_docs_fresh.py` does too.
@@ -24,7 +24,7 @@ from helpers.params import python_literal
 ROOT = Path(__file__).resolve().parent.parent
 LINE_LENGTH = 100  # ruff's, for the notebooks too
 START, END = "<!-- parameters:start -->", "<!-- parameters:end -->"
-CHECK_CALL = re.compile(r"check_params\(\s*\"(?P<notebook>[\w]+)\".*?\)", re.DOTALL)
+CHECK_CALL = re.compile(r"helpers\.settings\(")
 
 
 def parameters_cell(notebook: str) -> str:
@@ -44,17 +44,12 @@ def parameters_cell(notebook: str) -> str:
     return "\n".join(lines)
 
 
-def check_call(notebook: str) -> str:
-    """`check_params(...)` with every parameter of `notebook`, as ruff formats it."""
-    names = list(NOTEBOOK_PARAMETERS[notebook])
-    one_line = f'check_params("{notebook}", ' + ", ".join(f"{n}={n}" for n in names) + ")"
-    if len(one_line) <= LINE_LENGTH:
-        return one_line
-    return (
-        "check_params(\n"
-        + "".join(f"    {a},\n" for a in [f'"{notebook}"'] + [f"{n}={n}" for n in names])
-        + ")"
+def check_cell(notebook: str) -> str:
+    """The cell after the parameters: every value checked, read from one settings object."""
+    why = (
+        "# Every parameter is checked before anything slow: a bad one stops here, in one sentence."
     )
+    return f'{why}\nimport helpers\n\ncfg = helpers.settings("{notebook}", globals())'
 
 
 def defaults_table() -> str:
@@ -108,8 +103,10 @@ def _notebook_text(path: Path, notebook: str) -> str:
     parameters.source = parameters_cell(notebook)
     checks = [c for c in book.cells if c.cell_type == "code" and CHECK_CALL.search(c.source)]
     if len(checks) != 1:
-        raise SystemExit(f"{path.name}: expected one cell calling check_params, not {len(checks)}")
-    checks[0].source = CHECK_CALL.sub(lambda _: check_call(notebook), checks[0].source, count=1)
+        raise SystemExit(
+            f"{path.name}: expected one cell calling helpers.settings, not {len(checks)}"
+        )
+    checks[0].source = check_cell(notebook)
     return nbformat.writes(book) + "\n"
 
 

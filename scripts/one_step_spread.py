@@ -20,8 +20,8 @@ import tinker
 from tinker_cookbook.rl.metrics import compute_kl_sample_train
 
 import helpers
-from helpers.defaults import with_defaults
 from helpers.inspect_step import without_mask
+from helpers.notebook_parameters import resolve
 from helpers.step_effect import measure_one_step
 
 NOTEBOOK = "03_one_grpo_step"
@@ -29,9 +29,7 @@ NOTEBOOK = "03_one_grpo_step"
 
 async def one_step(course, seed: int) -> dict[str, float]:
     """Notebook 03's step for one seed: the numbers its prose used to quote."""
-    learning_rate, max_tokens = with_defaults(
-        "local", NOTEBOOK, learning_rate=None, max_tokens=None
-    ).values()
+    cfg = resolve(NOTEBOOK)  # its local defaults
 
     grad_norms: list[float] = []
 
@@ -40,7 +38,7 @@ async def one_step(course, seed: int) -> dict[str, float]:
         await (
             await client.forward_backward_async(sent_D, loss_fn="importance_sampling")
         ).result_async()
-        adam = tinker.AdamParams(learning_rate=learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
+        adam = tinker.AdamParams(learning_rate=cfg.learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
         stepped = await (await client.optim_step_async(adam)).result_async()
         grad_norms.append(stepped.metrics["optim/grad_norm"])
 
@@ -49,8 +47,8 @@ async def one_step(course, seed: int) -> dict[str, float]:
         seed,
         train_once,
         name="one-step-spread",
-        max_tokens=max_tokens,
-        temperature=1.0,
+        max_tokens=cfg.max_tokens,
+        temperature=cfg.temperature,
     )
     kl = compute_kl_sample_train(effect.data_D, effect.after_D)
     return {

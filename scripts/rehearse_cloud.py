@@ -36,6 +36,7 @@ from pathlib import Path
 
 import papermill
 
+from helpers.notebook_parameters import profile
 from local_stack.kernel.control_client import get_stats
 from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
 from scripts.cloud_stand_ins import write_kernel_startup
@@ -43,34 +44,11 @@ from scripts.rehearse_tamper import rehearse_tamper_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Small values for the parameters the notebooks declare (each gets those it has): enough
-# for every cell to run once. max_tokens stays within the local model's context.
-SMALL = {
-    "backend": "cloud",
-    "max_tokens": "24",
-    "group_size": "2",
-    # Notebook 03 needs a group whose rewards differ: 2 groups of 2 drew none in 3 tries
-    # about once in 20 (a CI failure); 7 make that about one in 10^5, and 14 completions
-    # stay below the 8 a side before notebook 03 asserts a sign (effect_size.MIN_PER_GROUP).
-    "groups": "7",
-    "steps": "3",  # notebook 06's least
-    "max_staleness": "2",  # at most steps - 1
-    "flex_steps": "3",
-    "groups_per_step": "2",
-    "eval_problems": "4",
-    "eval_samples": "1",
-    "parity_problems": "2",
-    "table_problems": "2",
-    "short_run_steps": "1",
-}
-# The local sweep's two settings by two seeds (the least for which notebook 05 measures the
-# spread between seeds and compares settings against it), at these sizes.
-SWEEP_SIZES = {
-    **{name: int(SMALL[name]) for name in ("max_tokens", "group_size", "groups_per_step")},
-    "steps": 2,
-    "eval_problems": 4,
-    "eval_samples": 1,
-}
+# Each notebook runs at its `rehearsal` size profile (helpers/notebook_parameters.py): enough
+# for every cell to run once, within the local model's context. The sweep runs notebook 04's
+# two settings by two seeds (the least for which notebook 05 measures the spread between seeds
+# and compares settings against it), at the same profile.
+SIZE = "rehearsal"
 SWEEP_JOBS = 2
 
 # Each fault at a share of Sail's responses, and what notebook 04 must do under it: finish
@@ -82,7 +60,7 @@ FAULTS = {
     "an expired checkpoint": ("checkpoint_expired=1", "Tinker no longer has it"),
     "a refused key": ("unauthorized=1", "Sail refused the API key"),
 }
-FAULT_RUN = {"steps": "2", "eval_problems": "2"}  # on top of SMALL: retries need requests
+FAULT_RUN = {"steps": "2", "eval_problems": "2"}  # on top of SIZE: retries need requests
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,20 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rehearsing the cloud path into {out_dir}/", flush=True)
     use_folders(out_dir)
     # Imported only now: the course reads COURSE_RUNS_DIR once, when `helpers.runlog` loads.
-    from scripts.run_notebooks import TINY_SWEEP, run_all, run_tiny_sweep
+    from scripts.run_notebooks import run_all, run_tiny_sweep
 
     start_local_stack()  # and point the SDKs' URLs and keys at it
     try:
-        given = {**SMALL, "run_name": stamp, "runs": f"{stamp}-sweep-*"}
+        given = {"backend": "cloud", "run_name": stamp, "runs": f"{stamp}-sweep-*"}
         prefixes = tuple(args.notebooks)
         compares = any("05_compare_runs".startswith(p) for p in prefixes)
         failed = rehearse_tamper_suite()
         if compares:
-            swept = run_tiny_sweep(
-                f"{stamp}-sweep", "cloud", {**TINY_SWEEP, **SWEEP_SIZES}, SWEEP_JOBS
-            )
-            failed = failed or swept
-        failed = run_all(out_dir, given, prefixes) or failed
+            failed = run_tiny_sweep(f"{stamp}-sweep", "cloud", SIZE, SWEEP_JOBS) or failed
+        failed = run_all(out_dir, given, prefixes, SIZE) or failed
     finally:
         stop_local_stack()
     if not args.no_faults:
@@ -128,7 +103,8 @@ def rehearse_faults(out_dir: Path, given: dict[str, str]) -> int:
     failed = 0
     for number, (fault, (setting, stops_with)) in enumerate(FAULTS.items()):
         run_name = f"{given['run_name']}-fault-{number}"
-        parameters = {name: _literal(v) for name, v in given.items() if name in declared}
+        parameters = profile(notebook.stem, SIZE)
+        parameters |= {name: _literal(v) for name, v in given.items() if name in declared}
         os.environ["COURSE_SAIL_FAULTS"] = setting
         start = time.monotonic()
         stack = start_local_stack()

@@ -5,8 +5,9 @@ notebook 04's run folder (metrics, figure), because its `run_name` is that times
 One line per notebook says how long it took and whether it ran. Extra `-p name value`
 pairs are passed to every notebook that has that parameter.
 
-First it runs a tiny sweep (`TINY_SWEEP`, see sweeps/runner.py) for the comparison
-notebook to compare: its runs are `runs/<timestamp>-sweep-*`.
+First it runs a tiny sweep (`TINY_SWEEP` at notebook 04's `tiny-sweep` size profile, see
+sweeps/runner.py) for the comparison notebook to compare: its runs are
+`runs/<timestamp>-sweep-*`.
 
 On the local backend the notebooks' kernels share one local stack. If none was running,
 this starts it first (so no notebook waits for it) and stops it at the end; one that was
@@ -24,18 +25,13 @@ from pathlib import Path
 import nbformat
 import papermill
 
+from helpers.notebook_parameters import profile
 from sweeps import runner as sweep
 from sweeps.notebook_runs import ROOT, execute, local_stack_for
 
 # Two learning rates, two seeds, a few short steps: the least that lets the comparison
 # notebook set a difference between settings against the noise between seeds.
-TINY_SWEEP = {
-    "learning_rate": [1e-3, 3e-3],
-    "seed": [0, 1],
-    "steps": 4,
-    "groups_per_step": 4,
-    "eval_problems": 30,
-}
+TINY_SWEEP = {"learning_rate": [1e-3, 3e-3], "seed": [0, 1]}
 
 # Notebooks that train a run of their own, beside notebook 04's: each gets the given run_name
 # with this suffix, so its metrics.jsonl never lands in notebook 04's run folder.
@@ -58,10 +54,12 @@ def main() -> int:
         return run_all(out_dir, given) or failed
 
 
-def run_tiny_sweep(name: str, backend: str, grid: dict = TINY_SWEEP, jobs: int = 1) -> int:
-    """The sweep the comparison notebook compares; 1 if any of its runs failed."""
+def run_tiny_sweep(name: str, backend: str, size: str = "tiny-sweep", jobs: int = 1) -> int:
+    """The sweep the comparison notebook compares, at notebook 04's size profile `size`; 1 if
+    any of its runs failed."""
     start = time.monotonic()
-    runs = sweep.plan({**grid, "backend": backend}, name)
+    grid = {**profile(sweep.NOTEBOOK.stem, size), **TINY_SWEEP, "backend": backend}
+    runs = sweep.plan(grid, name)
     sweep.check(runs)
     failed = sweep.Sweep(runs, jobs=jobs).run()
     status = "failed" if failed else "ok"
@@ -69,15 +67,22 @@ def run_tiny_sweep(name: str, backend: str, grid: dict = TINY_SWEEP, jobs: int =
     return 1 if failed else 0
 
 
-def run_all(out_dir: Path, given: dict[str, object], prefixes: tuple[str, ...] = ("",)) -> int:
-    """Every notebook (or those whose names start with one of `prefixes`), in order, with
-    the `given` parameters it declares; 1 if any failed."""
+def run_all(
+    out_dir: Path,
+    given: dict[str, object],
+    prefixes: tuple[str, ...] = ("",),
+    size: str | None = None,
+) -> int:
+    """Every notebook (or those whose names start with one of `prefixes`), in order, at its
+    size profile `size` if one is named, with the `given` parameters it declares on top; 1 if
+    any failed."""
     failed = 0
     for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         if not notebook.name.startswith(prefixes):
             continue
         declared = papermill.inspect_notebook(str(notebook))
-        parameters = {name: _literal(v) for name, v in given.items() if name in declared}
+        parameters = profile(notebook.stem, size) if size else {}
+        parameters |= {name: _literal(v) for name, v in given.items() if name in declared}
         if notebook.name in OWN_RUN_FOLDER and "run_name" in parameters:
             parameters["run_name"] = f"{parameters['run_name']}-{OWN_RUN_FOLDER[notebook.name]}"
         start = time.monotonic()

@@ -28,39 +28,44 @@ import statistics
 import sail.tinker
 
 import helpers
+from helpers.notebook_parameters import resolve
 from helpers.pipelined import Timeline, difference_standard_errors, run_loop
 from helpers.serving import sail_policy
 from helpers.training import LoopSettings, evaluate
 
-# Notebook 06's local defaults.
-SEED, STEPS, GROUP_SIZE, GROUPS_PER_STEP, MAX_TOKENS = 0, 8, 8, 4, 24
-EVAL_PROBLEMS, EVAL_SAMPLES = 60, 4
+CFG = resolve("06_faster_loops")  # its local defaults
 METRICS = ("reward", "format", "correct_given_format")
 
 
 async def one_run(course, name: str, staleness: int, eval_rows: list[dict]) -> dict:
     """Train one run of `staleness` from the base model; `evaluate`'s held-out scores."""
     training_client = await course.service_client.create_lora_training_client_async(
-        base_model=course.model_name, rank=course.adapter_config["r"], seed=SEED
+        base_model=course.model_name, rank=course.adapter_config["r"], seed=CFG.seed
     )
     settings = LoopSettings(
         run_name=name,
-        group_size=GROUP_SIZE,
-        learning_rate=course.defaults["learning_rate"],
-        max_tokens=MAX_TOKENS,
-        temperature=1.0,
+        group_size=CFG.group_size,
+        learning_rate=CFG.learning_rate,
+        max_tokens=CFG.max_tokens,
+        temperature=CFG.temperature,
         completion_window="balanced",
     )
 
     def rows_for_step(step: int) -> list[dict]:
-        return random.Random(f"{SEED}-{step}").sample(course.train_rows, GROUPS_PER_STEP)
+        return random.Random(f"{CFG.seed}-{step}").sample(course.train_rows, CFG.groups_per_step)
 
-    await run_loop(training_client, course, settings, rows_for_step, STEPS, staleness, Timeline())
-    sampling = {"model_name": course.model_name, "max_tokens": MAX_TOKENS, "temperature": 1.0}
+    await run_loop(
+        training_client, course, settings, rows_for_step, CFG.steps, staleness, Timeline()
+    )
+    sampling = {
+        "model_name": course.model_name,
+        "max_tokens": CFG.max_tokens,
+        "temperature": CFG.temperature,
+    }
     policy = await sail_policy(
         training_client, course.service_client, course.adapter_config, f"{name}-eval", **sampling
     )
-    return await evaluate(policy, eval_rows, course.renderer, EVAL_SAMPLES)
+    return await evaluate(policy, eval_rows, course.renderer, CFG.eval_samples)
 
 
 def report(results: dict[int, list[dict]]) -> None:
@@ -93,7 +98,7 @@ async def main(runs: int, schedules: list[int]) -> None:
     course = helpers.connect("local")
     course.simulate_latency(latency=0.0, train_latency=0.0)
     sail.tinker._POLL_INTERVAL_SECONDS = 0.05  # rollouts come back in well under a second
-    eval_rows = random.Random(SEED).sample(course.held_out_rows, EVAL_PROBLEMS)
+    eval_rows = random.Random(CFG.seed).sample(course.held_out_rows, CFG.eval_problems)
     results: dict[int, list[dict]] = {staleness: [] for staleness in schedules}
     for repeat in range(runs):
         for staleness in schedules:

@@ -4,16 +4,19 @@
     make sweep SWEEP="-p seed 0 1 2"                # ... with three seeds instead of two
     make sweep SWEEP="--grid my.toml --name groups -p group_size 4 8"
     make sweep SWEEP="--dry-run"                    # check the grid, print the plan, run nothing
+    make sweep SWEEP="--profile rehearsal"          # ... at another of notebook 04's sizes
     .venv/bin/python -m sweeps.runner -p seed 0 1   # the same without make, from the repo root
 
-A grid file (TOML) has a `name` and a `[parameters]` table; `-p NAME VALUE...` adds to it or
-replaces its entry. One value holds in every run, several give one run per value, and runs
-are every combination. Each run is notebooks/04_training_loop.ipynb under papermill, named
-`<name>-<parameter><value>-...` after the parameters that vary, in its own folder under
-runs/ (COURSE_RUNS_DIR), where its executed notebook is kept beside its metrics and state.
+A grid file (TOML) has a `name`, a size `profile` of notebook 04 (declared with its
+parameters, `helpers.notebook_parameters`; `--profile` names another) and a `[parameters]`
+table on top of it; `-p NAME VALUE...` adds to that table or replaces its entry. One value
+holds in every run, several give one run per value, and runs are every combination. Each run
+is notebooks/04_training_loop.ipynb under papermill, named `<name>-<parameter><value>-...`
+after the parameters that vary, in its own folder under runs/ (COURSE_RUNS_DIR), where its
+executed notebook is kept beside its metrics and state.
 
 Before the first run starts, every run's parameters go through the check the notebook
-itself runs first (`helpers.params.check_params`), so a bad value stops the sweep
+itself runs first (`helpers.notebook_parameters.resolve`), so a bad value stops the sweep
 at once, in one sentence. A run that fails is reported and the others go on. Running the
 same sweep again skips the runs that finished (all steps done, evaluated after the last)
 and resumes the others where they stopped. With `backend` "cloud", what the sweep may
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import itertools
 import json
 import math
@@ -40,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.cost import DEFAULT_BUDGET_SAMPLED_TOKENS
-from helpers.defaults import with_defaults
 from helpers.errors import CourseConfigError
-from helpers.params import HELD_OUT_PROBLEMS, check_params
+from helpers.notebook_parameters import profile, resolve
+from helpers.params import HELD_OUT_PROBLEMS
 from helpers.runlog import RUNS_DIR
 from sweeps.notebook_runs import ROOT, execute, local_stack_for
 from sweeps.runs import notebook_defaults, read_run
@@ -84,15 +88,8 @@ class PlannedRun:
 
     @property
     def sizes(self) -> dict:
-        """The parameters that size the run, each None replaced by its backend's default."""
-        p = self.parameters
-        return with_defaults(
-            p["backend"],
-            steps=p["steps"],
-            eval_problems=p["eval_problems"],
-            eval_samples=p["eval_samples"],
-            max_tokens=p["max_tokens"],
-        )
+        """Every parameter of the run, each None replaced by its backend's default."""
+        return dataclasses.asdict(resolve(NOTEBOOK.stem, **self.parameters))
 
 
 def plan(grid: dict, name: str) -> list[PlannedRun]:
@@ -139,7 +136,7 @@ def check(runs: list[PlannedRun]) -> None:
     """Every run's parameters through the notebook's own check, and its folder free or the
     same sweep's: the first bad one raises."""
     for run in runs:
-        check_params(NOTEBOOK.stem, **run.parameters)
+        resolve(NOTEBOOK.stem, **run.parameters)
         folder = RUNS_DIR / run.name
         if folder.exists() and _owner(folder) != run.sweep:
             raise CourseConfigError(
@@ -396,6 +393,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--grid", type=Path, default=DEFAULT_GRID, help="a TOML grid file")
     parser.add_argument("--name", help="the runs' name prefix (default: the grid file's name)")
+    parser.add_argument("--profile", help="notebook 04's size profile (default: the grid file's)")
     parser.add_argument(
         "-p", nargs="+", action="append", default=[], metavar=("NAME", "VALUE"),
         help="a parameter and its value(s); several values give one run each",
@@ -412,12 +410,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def grid_from(args: argparse.Namespace) -> tuple[dict, str]:
-    """The grid file's parameters with the -p ones on top, and the sweep's name."""
+    """The grid file's size profile, its parameters on top, then the -p ones, and the
+    sweep's name."""
     try:
         spec = tomllib.loads(args.grid.read_text())
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise CourseConfigError(f"the grid file {args.grid} cannot be read ({error}).") from None
-    grid = dict(spec.get("parameters", {}))
+    size = args.profile or spec.get("profile")
+    sizes = profile(NOTEBOOK.stem, size) if size else {}
+    grid = {**sizes, **spec.get("parameters", {})}
     for name, *values in args.p:
         if not values:
             raise CourseConfigError(f"-p {name} is given no value.")

@@ -17,6 +17,7 @@ import nbformat
 import pandas as pd
 import psutil
 
+from helpers.notebook_parameters import profile
 from scripts.cloud_stand_ins import write_kernel_startup
 from tests.try_this_support import edited_cells
 
@@ -27,31 +28,20 @@ FAKE_KEYS = {
     "SAIL_API_KEY": "sk_fake_leak_canary_sail_7f3a",
     "HF_TOKEN": "hf_fake_leak_canary_hub_7f3a",
 }
-# Small, non-default parameters for each notebook.
+
+
+def small(notebook: str, **choices: object) -> dict:
+    """`notebook`'s `small` size profile (helpers/notebook_parameters.py), `choices` on top."""
+    return {**profile(notebook.removesuffix(".ipynb"), "small"), **choices}
+
+
+# Each notebook's small sizes, with non-default choices for the parameters that are no size.
 SMALL_PARAMETERS = {
-    "01_scoring.ipynb": {"example_index": 5, "group_size": 3},
-    "02_snapshot_and_serve.ipynb": {
-        "example_index": 3,
-        "group_size": 2,
-        "completion_window": "flex",
-    },
-    "04_training_loop.ipynb": {
-        "steps": 3,
-        "group_size": 2,
-        "groups_per_step": 4,
-        "eval_problems": 10,
-        "eval_samples": 1,
-        "run_name": "papermill-small",
-    },
-    "07_sandboxed_rollouts.ipynb": {
-        "steps": 2,
-        "group_size": 2,
-        "groups_per_step": 2,
-        "eval_tasks": 4,
-        "eval_samples": 1,
-        "run_name": "papermill-small",
-        "simulated_boot_seconds": 0.2,
-    },
+    "01_scoring.ipynb": small("01_scoring", example_index=5),
+    "02_snapshot_and_serve.ipynb": small("02_snapshot_and_serve", example_index=3)
+    | {"completion_window": "flex"},
+    "04_training_loop.ipynb": small("04_training_loop", run_name="papermill-small"),
+    "07_sandboxed_rollouts.ipynb": small("07_sandboxed_rollouts", run_name="papermill-small"),
 }
 PROBE = "PROBE "  # the prefix of the JSON line a test's probe cell prints
 

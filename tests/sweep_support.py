@@ -17,9 +17,9 @@ from sweeps.runner import NOTEBOOK as RUNNER_NOTEBOOK
 from sweeps.runner import grid_from, parse_args, plan
 
 SWEEP = [sys.executable, "-m", "sweeps.runner"]
-# Tiny runs: two problems of two samples per step, four held-out samples.
-TINY = ["-p", "group_size", "2", "-p", "groups_per_step", "2"]
-TINY += ["-p", "eval_problems", "4", "-p", "eval_samples", "1", "-p", "learning_rate", "1e-3"]
+# Tiny runs at the cloud rehearsal's sizes (two problems of two samples per step, four
+# held-out samples), at one learning rate.
+TINY = ["--profile", "rehearsal", "-p", "learning_rate", "1e-3"]
 
 SETTINGS = {"backend": "local", "group_size": 8, "groups_per_step": 8, "eval_problems": 3}
 

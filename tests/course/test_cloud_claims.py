@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import tinker_cookbook
 
-from helpers.defaults import BACKEND_DEFAULTS
 from helpers.effect_size import separation, sign_check
+from helpers.notebook_parameters import backend_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ def test_the_cloud_learning_rate_is_the_cookbooks_for_kimi_lora() -> None:
     lines = readme.read_text().splitlines()
     [row] = [line for line in lines if line.startswith("| **Kimi-K2.6** | ~")]
     lora_lr = float(re.search(r"~([0-9.e-]+)", row.split("|")[2]).group(1))
-    assert BACKEND_DEFAULTS["cloud"]["learning_rate"] == lora_lr == 5e-4
+    assert backend_defaults("cloud")["learning_rate"] == lora_lr == 5e-4
 
 
 def test_separation_and_sign_checks() -> None:

@@ -31,18 +31,18 @@ from helpers.cost import (
     sampled_price,
     sampled_tokens,
 )
-from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
 from helpers.errors import CourseConfigError
+from helpers.notebook_parameters import backend_defaults
 from local_stack.kernel.control_client import get_stats
 from shell_tasks.tamper import STRATEGIES
 from tests.check_cells_support import run_check_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "04_training_loop.ipynb"
-CLOUD = BACKEND_DEFAULTS["cloud"]
-FASTER = NOTEBOOK_DEFAULTS["06_faster_loops"]["cloud"]
-SHIP = NOTEBOOK_DEFAULTS["08_ship_the_adapter"]["cloud"]
-SANDBOXED = {"group_size": 8, **NOTEBOOK_DEFAULTS["07_sandboxed_rollouts"]["cloud"]}
+CLOUD = backend_defaults("cloud")
+FASTER = backend_defaults("cloud", "06_faster_loops")
+SHIP = backend_defaults("cloud", "08_ship_the_adapter")
+SANDBOXED = {"group_size": 8, **backend_defaults("cloud", "07_sandboxed_rollouts")}
 # What each spending notebook samples and trains on at most with backend="cloud" and its
 # defaults, worked out from its cells: (rollouts sampled, rollouts trained on). Every
 # rollout samples at most max_tokens = 1,024 tokens.
@@ -207,18 +207,8 @@ def test_sampled_tokens_counts_every_transition_of_every_rollout() -> None:
     assert sampled_tokens(groups) == 14
 
 
-def test_defaults_are_sized_per_backend_and_an_explicit_value_wins() -> None:
-    assert with_defaults("cloud", steps=None, max_tokens=None) == {"steps": 7, "max_tokens": 1024}
-    assert with_defaults("cloud", steps=30, max_tokens=None)["steps"] == 30
-    assert with_defaults("local", steps=None)["steps"] == 90
-    # A notebook's own defaults come first; the others are the backend's.
-    assert with_defaults("cloud", "06_faster_loops", steps=None, max_tokens=None) == {
-        "steps": FASTER["steps"],
-        "max_tokens": 1024,
-    }
-    assert with_defaults("local", "08_ship_the_adapter", short_run_steps=None) == {
-        "short_run_steps": 12
-    }
+def test_each_notebooks_cloud_defaults_fit_the_default_budget() -> None:
+    assert (CLOUD["steps"], CLOUD["max_tokens"]) == (7, 1024)
     for notebook in CLOUD_ROLLOUTS:
         assert ceiling(notebook) <= DEFAULT_BUDGET_SAMPLED_TOKENS, notebook
 
@@ -254,7 +244,7 @@ def test_over_budget_cloud_run_stops_in_the_check_cell_with_no_request(
     assert isinstance(error, CourseConfigError), error
     assert f"{ceiling:,}" in str(error) and "budget_sampled_tokens = 1,000" in str(error)
     assert ceiling <= DEFAULT_BUDGET_SAMPLED_TOKENS  # the defaults alone are never refused
-    assert "check_" in checked.failed_source  # the check cell, before helpers.connect
+    assert "helpers.settings(" in checked.failed_source  # the check cell, before connect
     assert get_stats(local_stack.url) == before
 
 

@@ -52,7 +52,7 @@ def check_cell_output(notebook: str) -> str:
     """What a notebook's parameters and check cells print with backend="cloud"."""
     cells = nbformat.read(ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4).cells
     [parameters] = [c for c in cells if "parameters" in c.metadata.get("tags", [])]
-    [check] = [c for c in cells if c.cell_type == "code" and "estimate_and_cap(" in c.source]
+    [check] = [c for c in cells if c.cell_type == "code" and "helpers.settings(" in c.source]
     namespace: dict = {}
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):

@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 from IPython.display import Markdown
 
+from helpers.notebook_parameters import resolve
+
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "04_training_loop.ipynb"
 GAP_MESSAGE = "the local Sail and Tinker disagree about the logprobs"
 
@@ -55,7 +57,7 @@ def run_cells(records: list[dict], backend: str = "local", temperature: float = 
     shown: list[object] = []
     namespace = {
         "records": records,
-        "temperature": temperature,
+        "cfg": resolve("04_training_loop", temperature=temperature),
         "course": SimpleNamespace(backend=backend),
         "pd": pd,
         "Markdown": Markdown,

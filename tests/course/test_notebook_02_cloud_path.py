@@ -21,6 +21,7 @@ import tinker
 from tinker.lib.public_interfaces.rest_client import RestClient
 from tinker.lib.public_interfaces.training_client import TrainingClient
 
+from helpers.notebook_parameters import resolve
 from helpers.sdk_noise import KNOWN_NOISE
 from tests import notebook_source
 
@@ -74,12 +75,9 @@ def mismatched_namespace(backend: str, sail_samples: bool) -> dict[str, Any]:
             train_rows=[{"question": "q"}],
             renderer=None,
         ),
-        "max_tokens": 8,
-        "temperature": 1.0,
-        "completion_window": "balanced",
+        "cfg": resolve("02_snapshot_and_serve", max_tokens=8, example_index=0),
         "signed_url": "https://example.invalid/archive",
         "name": "notebook-02",
-        "example_index": 0,
     }
 
 

@@ -54,7 +54,7 @@ def notebook_05(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     namespace: dict = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sweeps.runs, "find_runs", partial(sweeps.runs.find_runs, runs_dir=runs_dir))
-        for cell_id in ("cell-01", "cell-05", "cell-07", "cell-09"):
+        for cell_id in ("cell-01", "cell-03", "cell-05", "cell-07", "cell-09"):
             exec(cell(NOTEBOOK, cell_id), namespace)
     plt.close("all")
     yield namespace

@@ -5,7 +5,9 @@ anything slow, and refused in one sentence naming the parameter and the range
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import dataclasses
 import itertools
 import math
 import re
@@ -17,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import params
+from helpers import notebook_parameters, params
 from helpers.errors import CourseConfigError
 from helpers.rollout_failures import AllRolloutsFailedError, CountingPolicy
 from tests.params_support import NAN, NOTEBOOKS
@@ -37,7 +39,7 @@ def _cases(accepted: bool) -> list:
 
 def _check(notebook: str, **changes: object) -> None:
     valid, _ = NOTEBOOKS[notebook]
-    params.check_params(notebook.removesuffix(".ipynb"), **{**valid, **changes})
+    notebook_parameters.resolve(notebook.removesuffix(".ipynb"), **{**valid, **changes})
 
 
 @pytest.mark.parametrize(("notebook", "name", "value"), _cases(accepted=True))
@@ -89,14 +91,62 @@ def _parameter_comment(notebook: str, name: str) -> str:
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
-def test_the_check_cell_passes_every_parameter_in_order(notebook: str) -> None:
-    """`check_params` checks what it is given, so a parameter the check cell left out would
-    go unchecked; the order is the order of the checks, so the first bad value is named."""
+def test_the_check_cell_reads_every_parameter_into_one_settings_object(notebook: str) -> None:
+    """The cell after the parameters is one call that returns the settings object, whose
+    fields are the cell's parameters in its order (the order of the checks, so the first
+    bad value is named)."""
+    stem = notebook.removesuffix(".ipynb")
     names = re.findall(r"^(\w+) = ", _parameters_cell(notebook), re.MULTILINE)
-    check = _cell(notebook, lambda cell: "check_params(" in cell.source)
-    call = re.search(r"check_params\((.*?)\)", check, re.DOTALL).group(1)
-    assert re.findall(r"\b(\w+)=\1\b", call) == names
+    check = _cell(notebook, lambda cell: "helpers.settings(" in cell.source)
+    assert f'cfg = helpers.settings("{stem}", globals())' in check.splitlines()
+    fields = [field.name for field in dataclasses.fields(notebook_parameters.SETTINGS[stem])]
+    assert fields == names
     assert set(NOTEBOOKS[notebook][0]) == set(names)  # the valid values cover them all
+    namespace = {name: value for name, value in NOTEBOOKS[notebook][0].items()}
+    cfg = notebook_parameters.settings(stem, namespace)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.backend = "cloud"
+
+
+@pytest.mark.parametrize("notebook", notebook_parameters.NOTEBOOK_PARAMETERS)
+@pytest.mark.parametrize("size", notebook_parameters.PROFILES)
+def test_every_size_profile_passes_the_checks(notebook: str, size: str, monkeypatch) -> None:
+    monkeypatch.setenv("TINKER_API_KEY", "tml-fake-key-for-tests-0123456789")
+    monkeypatch.setenv("SAIL_API_KEY", "sk_fake_key_for_tests")
+    for backend in params.BACKENDS:
+        cfg = notebook_parameters.resolve(notebook, backend, size)
+        for name, value in notebook_parameters.profile(notebook, size).items():
+            assert getattr(cfg, name) == value
+        # Each None became the backend's default (08's lora_name stays None: made up later).
+        filled = {name: v for name, v in dataclasses.asdict(cfg).items() if name != "lora_name"}
+        assert None not in filled.values()
+
+
+def test_defaults_fill_only_what_is_none() -> None:
+    loop = notebook_parameters.LOOP_NOTEBOOK
+    assert notebook_parameters.resolve(loop).steps == 90
+    assert notebook_parameters.resolve(loop, steps=30).steps == 30
+    assert notebook_parameters.resolve(loop, size="small").learning_rate == 1e-3
+    # A notebook's own default, not notebook 04's.
+    assert notebook_parameters.resolve("03_one_grpo_step").learning_rate == 1e-4
+    with pytest.raises(CourseConfigError, match=r"^the profiles are .*, not 'tiny'\.$"):
+        notebook_parameters.profile(loop, "tiny")
+    with pytest.raises(CourseConfigError, match=r"^lerning_rate is not a parameter of "):
+        notebook_parameters.resolve(loop, lerning_rate=1e-3)
+
+
+def test_the_rules_import_nothing_of_the_course_but_its_errors() -> None:
+    """The rules are a leaf: the declarations import them, and nothing imports back."""
+    tree = ast.parse((ROOT / "helpers" / "params.py").read_text())
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    } | {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert {name for name in imported if name.split(".")[0] == "helpers"} == {"helpers.errors"}
 
 
 @pytest.mark.parametrize(
@@ -170,7 +220,7 @@ def test_sail_accepts_the_temperature_range_and_refuses_past_it(local_stack, ren
 
 def test_the_check_imports_nothing_heavy() -> None:
     """The check cell runs in the first second: no SDK, no torch, no pandas behind it."""
-    code = "import sys, helpers.params; print(sorted(sys.modules))"
+    code = "import sys, helpers.notebook_parameters; print(sorted(sys.modules))"
     loaded = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout

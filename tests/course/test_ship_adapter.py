@@ -17,7 +17,7 @@ import pytest
 import sail
 
 from helpers.errors import CourseConfigError
-from helpers.params import check_params
+from helpers.notebook_parameters import resolve
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, load_base_model
 from local_stack.sail.adapter_archive import MAX_ARCHIVE_BYTES
 from local_stack.sail.loras import MAX_CLIENT_LORAS
@@ -354,9 +354,9 @@ def test_file_storage_is_bounded_and_refuses_instead_of_evicting(local_stack):
 )
 def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
     valid = PARAMETER_TABLE[NOTEBOOK][0]  # the valid values tests/course/test_params.py checks
-    check_params("08_ship_the_adapter", **valid)
+    resolve("08_ship_the_adapter", **valid)
     with pytest.raises(CourseConfigError) as raised:
-        check_params("08_ship_the_adapter", **{**valid, name: value})
+        resolve("08_ship_the_adapter", **{**valid, name: value})
     assert str(raised.value).startswith(words) and str(raised.value).endswith(".")
 
 

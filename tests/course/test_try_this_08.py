@@ -19,7 +19,7 @@ def test_a_made_up_name_starts_with_the_prefix_and_the_connect_cell_prints_it(lo
     cells = run_cells(
         "08_ship_the_adapter.ipynb",
         {"lora_name": None, "lora_prefix": "my-team"},
-        until="unique_lora_name(lora_prefix)",
+        until="unique_lora_name(cfg.lora_prefix)",
     )
     name = cells.namespace["lora_name"]
     assert f"this notebook's LoRA name on Sail: {name}\n" in cells.printed

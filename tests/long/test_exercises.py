@@ -30,6 +30,7 @@ from tests.notebook_support import (
     printed,
     probe,
     run,
+    small,
     succeeded,
     with_probe,
 )
@@ -147,8 +148,8 @@ def test_03_seed_1_draws_other_problems_and_every_check_holds(
 
 # Three runs, so that "halfway" falls inside the second (the sweep of 05's first bullet).
 SWEEP_ARGS = ["-p", "seed", "0", "1", "2", "--name", "seeds3"]
-# Small: one learning rate (so three runs), three steps of two groups of two.
-SMALL_SWEEP = [*TINY, "-p", "steps", "3"]
+# Small: one learning rate (so three runs) at the rehearsal's three steps of two groups of two.
+SMALL_SWEEP = TINY
 SEEDS3 = ["seeds3-seed0", "seeds3-seed1", "seeds3-seed2"]
 
 
@@ -225,8 +226,9 @@ PROBE_07 = """{
     "containment": json.loads(containment.to_json(orient="index")),
     "metrics": [json.loads(line) for line in run.metrics_path.read_text().splitlines()],
 }"""
-# The training section at its smallest: the bullets do not touch it, but it runs.
-SMALL_TRAINING_07 = {"steps": 2, "groups_per_step": 2, "eval_tasks": 2, "eval_samples": 1}
+# The training section at its small sizes, but for group_size (the rollout cell's bullet needs
+# a full group): the bullets do not touch it, but it runs.
+SMALL_TRAINING_07 = {k: v for k, v in small(NOTEBOOK_07).items() if k != "group_size"}
 
 
 @pytest.fixture(scope="module")
@@ -309,7 +311,7 @@ def test_08_a_lora_name_with_capitals_stops_in_the_check_cell(folders, tmp_path_
     [(cell, error)] = [
         (c, o) for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"
     ]
-    assert "check_params(" in cell.source  # the first cell after the parameters
+    assert "helpers.settings(" in cell.source  # the first cell after the parameters
     assert error.ename == "CourseConfigError" and len(error.traceback) == 1
     assert "2-64 characters of a-z, 0-9 and '-'" in error.evalue
     assert error.evalue.count(". ") == 0 and error.evalue.endswith(".")  # one sentence

@@ -12,7 +12,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from tests.notebook_support import finish, papermill, printed_text, run_table
+from tests.notebook_support import finish, papermill, printed_text, run_table, small
 
 NOTEBOOK = "06_faster_loops.ipynb"
 
@@ -21,8 +21,9 @@ NOTEBOOK = "06_faster_loops.ipynb"
 # batch sizes), so its runs take a minute or two each. Notebook 06's simulated waits are its
 # kernel's own (tests/notebooks/test_settings_after_06.py), so its local runs share the
 # session's stack.
-TRY_SMALL = {"steps": 4, "group_size": 4, "groups_per_step": 2, "eval_problems": 10}
-TRY_SMALL |= {"eval_samples": 1, "run_name": "try-this"}
+SIZES = ("steps", "group_size", "groups_per_step", "eval_problems", "eval_samples")
+TRY_SMALL = {name: value for name, value in small(NOTEBOOK).items() if name in SIZES}
+TRY_SMALL |= {"run_name": "try-this"}
 
 
 def _run_try_this(changes: dict, env: dict, tmp_path: Path) -> Path:

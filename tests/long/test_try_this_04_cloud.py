@@ -13,19 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from helpers.defaults import with_defaults
+from helpers.notebook_parameters import backend_defaults, profile
 from tests.cloud_support import cloud_kernel_env
 from tests.notebook_support import error_outputs, printed, run, succeeded
 from tests.try_this_support import NOTEBOOKS, try_this_bullets
 
 NOTEBOOK = "04_training_loop.ipynb"
-# The bullet's settings on the cloud path; the sizes it does not state, small, but for the
-# default group_size: at the base model's rates eight groups of 8 all degenerate (no step
-# trained) is vanishingly rare, while groups of 2 often are (both steps of 2 x 2 were
-# skipped in one run here).
+# The bullet's settings on the cloud path; the sizes it does not state, the rehearsal's, but
+# for the default group_size: at the base model's rates every group of 8 in every step
+# degenerate (no step trained) is vanishingly rare, while groups of 2 often are (both steps
+# of 2 x 2 were skipped in one run here).
 CLOUD_X10 = {"backend": "cloud", "learning_rate": 5e-3, "run_name": "lr-x10"}
-SMALL = {"steps": 2, "groups_per_step": 4, "max_tokens": 24, "eval_problems": 4}
-SMALL |= {"eval_samples": 1}
+SMALL = {k: v for k, v in profile(NOTEBOOK[:-6], "rehearsal").items() if k != "group_size"}
 
 
 def test_the_bullets_rates_are_ten_times_each_backends_default() -> None:
@@ -33,9 +32,7 @@ def test_the_bullets_rates_are_ten_times_each_backends_default() -> None:
     bullets = try_this_bullets(NOTEBOOKS / NOTEBOOK)
     [bullet] = [b for b in bullets if f'run_name = "{CLOUD_X10["run_name"]}"' in b]
     stated = sorted(float(rate) for rate in re.findall(r"\d+(?:\.\d+)?e-\d+", bullet))
-    tenfold = [
-        10 * with_defaults(b, learning_rate=None)["learning_rate"] for b in ("cloud", "local")
-    ]
+    tenfold = [10 * backend_defaults(b)["learning_rate"] for b in ("cloud", "local")]
     assert stated == pytest.approx(tenfold)
     assert CLOUD_X10["learning_rate"] == pytest.approx(tenfold[0])
 
@@ -45,12 +42,13 @@ def test_cloud_learning_rate_x10_trains_with_that_rate(local_stack, tmp_path: Pa
         run(NOTEBOOK, tmp_path / "out.ipynb", {**SMALL, **CLOUD_X10}, cloud_kernel_env(tmp_path))
     )
     assert not error_outputs(executed)
-    assert "backend: cloud   learning rate: 0.005" in printed(executed, "check_params(")
+    assert "backend: cloud   learning rate: 0.005" in printed(executed, "helpers.settings(")
     folder = tmp_path / "runs" / "lr-x10"
     state = json.loads((folder / "state.json").read_text())
     assert state["settings"]["backend"] == "cloud"
     assert state["settings"]["learning_rate"] == 5e-3
-    assert state["completed_steps"] == 2 and state["eval_after"]["completed_steps"] == 2
+    steps = SMALL["steps"]
+    assert state["completed_steps"] == steps and state["eval_after"]["completed_steps"] == steps
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     trained = [r for r in records if not r["skipped"]]
     assert trained and all(r["optim/learning_rate"] == 5e-3 for r in trained)

@@ -120,8 +120,8 @@ def test_keep_on_sail_lists_the_lora_and_its_files_until_deleted(kept) -> None:
     the clean-up cell says "kept on Sail"; the deletes the bullet lists leave nothing."""
     statements, executed, seen = kept
     lora_name, config_id, weights_id = seen["kept"]
-    assert "no usable run 'arithmetic'" in printed(executed, "found = run_checkpoint(run_name)")
-    kept_line = printed(executed, "if keep_on_sail:")
+    assert "no usable run 'arithmetic'" in printed(executed, "found = run_checkpoint(cfg.run_name)")
+    kept_line = printed(executed, "if cfg.keep_on_sail:")
     assert f"kept on Sail: LoRA {lora_name!r}, files {config_id} and {weights_id}" in kept_line
     listed = {statements[int(i)]: value for i, value in seen["seen"].items()}
     loras = listed['await sail_request("GET", "/v1/loras")']["data"]
@@ -156,7 +156,7 @@ def test_a_150_step_run_is_shipped_and_compared(folder: Path) -> None:
     assert state["completed_steps"] == 150
     executed = succeeded(run(NOTEBOOK, folder / "08-longer.ipynb", {"run_name": "longer"}, env))
     assert not error_outputs(executed)
-    shipped = printed(executed, "found = run_checkpoint(run_name)")
+    shipped = printed(executed, "found = run_checkpoint(cfg.run_name)")
     assert f"shipping the adapter of run 'longer' after 150 steps ({state['checkpoint']})" in (
         shipped
     )

@@ -48,9 +48,7 @@ def test_papermill_with_a_value_out_of_range_fails_in_the_check_cell(
     assert error.ename == "CourseConfigError" and len(error.traceback) == 1
     assert error.evalue.startswith(name) and expected in error.evalue
     assert f"not {value!r}." in error.evalue
-    assert executed.cells[index].id == "check-parameters" or "check_params(" in (
-        executed.cells[index].source
-    )
+    assert "helpers.settings(" in executed.cells[index].source
 
 
 def test_a_run_whose_rollouts_all_fail_ends_non_zero_in_one_sentence(

@@ -25,23 +25,14 @@ from tests.notebook_support import (
     papermill,
     printed_text,
     run_table,
+    small,
 )
 
 NOTEBOOK = "06_faster_loops.ipynb"
 
 
 # Small enough to run in a little over a minute.
-SMALL = {
-    "steps": 4,
-    "group_size": 4,
-    "groups_per_step": 2,
-    "max_staleness": 2,
-    "flex_latency_s": 3.0,
-    "flex_steps": 3,
-    "eval_problems": 10,
-    "eval_samples": 1,
-    "run_name": "papermill-small",
-}
+SMALL = small(NOTEBOOK, run_name="papermill-small")
 STALENESS_CHECKED = "checked: every batch was exactly as stale as its schedule says"
 
 

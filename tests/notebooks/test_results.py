@@ -19,18 +19,11 @@ import nbformat
 import pytest
 
 from local_stack.kernel.supervisor import stop_local_stack
-from tests.notebook_support import kernel_env, printed, run, succeeded
+from tests.notebook_support import kernel_env, printed, run, small, succeeded
 
 NOTEBOOK_03 = "04_training_loop.ipynb"
 # group_size 8 so that the group_size 2 exercise has a baseline with few degenerate groups.
-SMALL_03 = {
-    "steps": 2,
-    "group_size": 8,
-    "groups_per_step": 4,
-    "eval_problems": 2,
-    "eval_samples": 1,
-    "run_name": "base",
-}
+SMALL_03 = small(NOTEBOOK_03, group_size=8, run_name="base")
 RUN_NAMES = ("base", "groups-of-2", "lr-x10", "temperature-0.5")  # sorted
 
 
@@ -117,7 +110,7 @@ def test_rerunning_a_finished_run_prints_identical_numbers(
         first = printed(base, needle)
         assert "0." in first  # the cell did print scores
         assert printed(again, needle) == first, needle
-    assert "has finished its 2 steps" in printed(again, "RunLog(run_name)")
+    assert f"has finished its {SMALL_03['steps']} steps" in printed(again, "RunLog(cfg.run_name)")
     assert (shared / "runs" / "base" / "metrics.jsonl").read_text() == metrics_before
     assert sorted((shared / "stack" / "tinker").iterdir()) == tinker_runs_before  # no new client
 

@@ -16,24 +16,14 @@ import nbformat
 from local_stack import config, registry
 from local_stack.kernel.control_client import get_knobs
 from tests.knobs_support import config_of, stack_default
+from tests.notebook_support import small
 from tests.wait_support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_SECONDS = 120.0  # a bound against a hang only, never a claim about speed
 # Notebook 06's small run, with the two simulated latencies set to different values, so that
 # the test can see the kernel use each.
-NOTEBOOK_06_SMALL = {
-    "steps": 4,
-    "group_size": 4,
-    "groups_per_step": 2,
-    "max_staleness": 2,
-    "balanced_latency_s": 2.0,
-    "flex_latency_s": 3.0,
-    "flex_steps": 3,
-    "eval_problems": 4,
-    "eval_samples": 1,
-    "run_name": "settings-06",
-}
+NOTEBOOK_06_SMALL = small("06_faster_loops", balanced_latency_s=2.0, run_name="settings-06")
 
 
 def test_after_notebook_06_another_kernel_gets_the_stacks_defaults(local_stack, tmp_path) -> None:

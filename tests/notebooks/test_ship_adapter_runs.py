@@ -25,6 +25,7 @@ from tests.notebook_support import (
     error_outputs,
     finish,
     papermill,
+    small,
 )
 
 NOTEBOOK = "08_ship_the_adapter.ipynb"
@@ -37,13 +38,7 @@ def outputs_text(path: Path) -> tuple[str, list]:
     return text, error_outputs(executed)
 
 
-SMALL = {
-    "short_run_steps": 2,
-    "parity_problems": 2,
-    "table_problems": 3,
-    "run_name": "ship-test",
-    "lora_name": "ship-test",
-}
+SMALL = small(NOTEBOOK, run_name="ship-test", lora_name="ship-test")
 
 
 def test_notebook_trains_a_short_run_when_none_exists(

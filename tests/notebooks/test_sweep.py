@@ -18,8 +18,10 @@ import nbformat
 import numpy as np
 import pytest
 
+from helpers.notebook_parameters import NOTEBOOK_PARAMETERS, backend_defaults, profile
 from helpers.params import HELD_OUT_METRICS
 from sweeps.compare import RATIOS, comparison_table, interval_quantile, seed_spread, seeds_needed
+from sweeps.runner import NOTEBOOK as RUNNER_NOTEBOOK
 from sweeps.runner import OWNER_FILE
 from sweeps.runs import find_runs
 from tests.notebook_support import error_outputs, kill_everything_started_with, papermill
@@ -72,10 +74,14 @@ def test_the_default_grid_is_valid_and_the_cloud_budget_is_printed(run_env: dict
     run_env.update(TINKER_API_KEY="tml-fake-for-the-budget", SAIL_API_KEY="sk_fake")
     code, output = finish(sweep(["--dry-run", "-p", "backend", "cloud"], run_env), timeout=120)
     assert code == 0, output
-    # The grid's 12 steps of 8 x 4 and 50 held-out problems; what it leaves unset takes the
-    # cloud's defaults: 2 samples per held-out problem, at most 1024 tokens a rollout.
-    rollouts = 12 * 8 * 4 + 2 * 50 * 2
-    assert f"12 steps, {rollouts:,} rollouts, at most {rollouts * 1024:,} sampled" in output
+    # The grid's profile (steps, groups per step, held-out problems) and group_size; what it
+    # leaves unset takes the cloud's defaults: samples per held-out problem, max_tokens.
+    sized, cloud = profile(RUNNER_NOTEBOOK.stem, "sweep"), backend_defaults("cloud")
+    steps, group_size = sized["steps"], NOTEBOOK_PARAMETERS["04_training_loop"]["group_size"].value
+    rollouts = steps * group_size * sized["groups_per_step"]
+    rollouts += 2 * sized["eval_problems"] * cloud["eval_samples"]
+    tokens = rollouts * cloud["max_tokens"]
+    assert f"{steps} steps, {rollouts:,} rollouts, at most {tokens:,} sampled" in output
     args = ["--dry-run", "-p", "backend", "cloud", "-p", "steps", "10", "-p", "group_size", "8"]
     args += ["-p", "groups_per_step", "5", "-p", "eval_samples", "2", "-p", "eval_problems", "300"]
     code, output = finish(sweep(args, run_env), timeout=120)

@@ -33,7 +33,7 @@ def test_a_changed_default_reaches_every_place_it_appears(tmp_path):
         shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
     declarations = copy / "helpers" / "notebook_parameters.py"
     text = declarations.read_text()
-    old = '"steps": Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),'
+    old = 'Parameter(None, STEPS, "optimizer steps", local=90, cloud=7)'
     assert old in text
     declarations.write_text(text.replace(old, old.replace("local=90", "local=91")))
     env = {"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"}

@@ -16,14 +16,14 @@ SAVE_MARK = "# @save"
 
 # notebook: (a line of the cell with the first meaningful output, what that output is)
 FIRST_RESULT = {
-    "01_scoring": ("row = course.train_rows[example_index]", "a problem rendered as tokens"),
+    "01_scoring": ("row = course.train_rows[cfg.example_index]", "a problem rendered as tokens"),
     "02_snapshot_and_serve": (
-        "save_weights_for_sampler_async(name",
+        "name, ttl_seconds=cfg.ttl_seconds",
         "the sampler checkpoint just written",
     ),
     "03_one_grpo_step": ("trajectory_groups = await sample_with_spread(", "one step's rollouts"),
     "04_training_loop": ('if "eval_before" not in state:', "the base model's held-out scores"),
-    "05_compare_runs": ("selected = find_runs(runs)", "the runs found, with their steps"),
+    "05_compare_runs": ("selected = find_runs(cfg.runs)", "the runs found, with their steps"),
     "06_faster_loops": ("runs[name] = await train_run(", "three schedules' times per step"),
     "07_sandboxed_rollouts": ("task = load_harbor_task(TASK_DIR)", "the task a sandbox runs"),
     "08_ship_the_adapter": ("rank = course.adapter_config", "the run's adapter being shipped"),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers.errors import CourseConfigError
-from helpers.params import check_params
+from helpers.notebook_parameters import resolve
 from helpers.scoring import MathEnv, final_answer
 from kimi import offline_kimi_tokenizer
 from local_stack.http import ApiError
@@ -116,9 +116,9 @@ def test_the_guides_fooling_reference_fools_final_answer() -> None:
 
 def test_a_lora_name_with_capitals_stops_in_one_sentence() -> None:
     with pytest.raises(CourseConfigError, match=r"a-z, 0-9 and '-'") as refused:
-        check_params(
+        resolve(
             "08_ship_the_adapter",
-            backend="local",
+            "local",
             run_name="arithmetic",
             short_run_steps=12,
             lora_name="Course_Adapter",
