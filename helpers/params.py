@@ -1,6 +1,7 @@
 """The rules notebook parameters must pass, run before anything touches a server.
 
-A leaf: it imports nothing of the course but its errors. The declarations
+A leaf: it imports nothing of the course but its errors (and, for the cloud check, the
+SDK logins of `helpers.logins`, a leaf too). The declarations
 (`helpers.notebook_parameters`) give each parameter one of these rules, each able to
 `describe()` its range for the parameters cell's comment. A value outside its range raises
 `CourseConfigError` with one sentence naming the parameter and the range, so a bad papermill
