@@ -16,11 +16,15 @@ FAKE_SAIL_KEY = "sk_fake_key_for_tests"
 
 @pytest.fixture
 def no_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
-    """No key in the environment, no credential command, and a home with no stored login."""
+    """No key in the environment, no credential command, and a home with no stored login.
+    Sail's endpoint is its default too: with SAIL_API_URL pointing elsewhere (the local
+    stack's), the SDK does not use a stored login (observed with sail 0.17.1)."""
     for variable in (
         "TINKER_API_KEY",
         "TINKER_CREDENTIAL_CMD",
         "SAIL_API_KEY",
+        "SAIL_API_URL",
+        "SAILBOX_API_URL",
         "SAIL_MODE",
         "SAIL_HOME",
         "HF_TOKEN",
