@@ -559,6 +559,11 @@ def _spend_06(cfg: Any) -> None:
     )
 
 
+# The tamper strategies notebook 07's optional cell grades: `len(shell_tasks.tamper.STRATEGIES)`,
+# written here because shell_tasks imports helpers (tests/course/test_cost.py holds them equal).
+TAMPER_STRATEGIES = 9
+
+
 def _spend_07(cfg: Any) -> None:
     from helpers.cost import describe_sandboxes
 
@@ -584,14 +589,12 @@ def _spend_07(cfg: Any) -> None:
     # at 300 s, one more to grade each at 90 s. Sail bills a Sailbox by its observed usage
     # while it runs, plus a one-time charge when it is created (`Sailbox.create`'s docstring,
     # sail 0.17.1).
-    from shell_tasks.tamper import STRATEGIES
-
     graded_rollouts = cfg.group_size + cfg.steps * rollouts_per_step + eval_rollouts
     at_600 = 4 * cfg.group_size + cfg.steps * rollouts_per_step + eval_rollouts
     lifetimes = {
-        90: 2 + len(STRATEGIES),
+        90: 2 + TAMPER_STRATEGIES,
         120: 1 + 12 + graded_rollouts,
-        300: 2 * len(STRATEGIES),
+        300: 2 * TAMPER_STRATEGIES,
         600: at_600,
     }
     print(describe_sandboxes(lifetimes, cfg.backend))

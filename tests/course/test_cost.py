@@ -282,3 +282,10 @@ def test_an_estimate_prints_no_repr_under_a_check_cell() -> None:
     shell = InteractiveShell.instance()
     shown, _ = shell.display_formatter.format(Estimate(1, 2, 1, 2, None))
     assert shown == {}
+
+
+def test_07s_sandbox_count_knows_every_tamper_strategy() -> None:
+    from helpers.notebook_parameters import TAMPER_STRATEGIES
+    from shell_tasks.tamper import STRATEGIES
+
+    assert len(STRATEGIES) == TAMPER_STRATEGIES
