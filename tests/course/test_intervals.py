@@ -108,8 +108,9 @@ def test_reward_standard_error_is_the_sample_standard_error(counts):
 
 def test_reward_standard_error_refuses_a_reward_that_is_not_the_graders():
     scores = rates(10, 3, 1, 4, 2)
-    with pytest.raises(RuntimeError, match="no longer correct - 0.1 x \\(1 - format\\)"):
+    with pytest.raises(RuntimeError) as refused:
         reward_standard_error({**scores, "reward": scores["reward"] + 1e-6})
+    assert str(refused.value) == "MathEnv's reward is no longer correct - 0.1 x (1 - format)"
     reward_standard_error({**scores, "reward": scores["reward"] + 1e-10})  # rounding is fine
 
 

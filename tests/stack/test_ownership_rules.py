@@ -137,6 +137,10 @@ def test_a_file_is_its_uploaders_alone():
         with pytest.raises(ApiError, match="no file with id") as refused:
             files.delete(owner, file_id)
         assert refused.value.status == 404 and refused.value.param == "file_id"
+    with pytest.raises(ApiError) as refused:
+        files.get("bob", "f" * 100)
+    assert str(refused.value) == f"no file with id {'f' * 80!r}"  # an id is cut at 80
+    assert (refused.value.status, refused.value.code) == (404, "file_not_found")
     assert [f["id"] for f in files.listing("alice")["data"]] == [mine.id]
     assert files.listing("carol") == {"object": "list", "data": []}
     assert files.delete("alice", mine.id) == {"id": mine.id, "object": "file", "deleted": True}
@@ -170,6 +174,10 @@ def test_a_lora_is_its_creators_alone():
             ) as refused:
                 loras.get("bob" if ref == mine.id else "alice", ref, param="metadata.lora")
             assert refused.value.status == 404 and refused.value.param == "metadata.lora"
+        with pytest.raises(ApiError) as refused:
+            loras.get("bob", "n" * 100)
+        assert str(refused.value) == f"no LoRA named (or with id) {'n' * 80!r}"
+        assert (refused.value.status, refused.value.code) == (404, "lora_not_found")
         with pytest.raises(ApiError, match="no LoRA named") as refused:
             loras.delete("carol", "shared-name")
         assert refused.value.param == "name"
