@@ -23,7 +23,7 @@ class Services:
         self.deleted: list[str] = []
         self.fail_at_step = fail_at_step
 
-    async def snapshot_policy(self, name, settings, training_client, course):
+    async def snapshot_policy(self, name, settings, training_client, course, run_id):
         self.live.add(name)
         self.written.append(name)
         return SimpleNamespace(checkpoint_path=name)

@@ -28,8 +28,16 @@ SETTINGS = LoopSettings(
     temperature=1.0,
     completion_window="priority",
 )
-COURSE = SimpleNamespace(renderer=None)  # the builders only pass it on
+COURSE = SimpleNamespace(renderer=None, service_client=None)  # the fakes only pass it on
 SHIFT = 0.25  # the learner's logprob of every sampled token, above the sampler's
+
+
+class Snapshot(str):
+    """A snapshot's name, which the loop also deletes by (as a checkpoint path)."""
+
+    @property
+    def checkpoint_path(self) -> str:
+        return str(self)
 
 
 class FakeServices:
@@ -50,11 +58,16 @@ class FakeServices:
         monkeypatch.setattr(pipelined, "snapshot_policy", self.snapshot_policy)
         monkeypatch.setattr(pipelined, "rollout_groups", self.rollout_groups)
         monkeypatch.setattr(training, "train_step", self.train_step)
+        monkeypatch.setattr(pipelined, "delete_checkpoint", self.delete_checkpoint)
+        self.deleted: list[str] = []
 
-    async def snapshot_policy(self, name, settings, training_client, course):
+    async def snapshot_policy(self, name, settings, training_client, course, run_id):
         assert settings is SETTINGS and training_client == "client" and course is COURSE
         self.snapshots.append(name)
-        return name
+        return Snapshot(name)
+
+    async def delete_checkpoint(self, service_client, path):
+        self.deleted.append(path)
 
     async def rollout_groups(self, builders, policy):
         step = builders[0].row["step"]

@@ -20,8 +20,9 @@ def test_a_new_run_is_empty_and_records_its_settings(tmp_path: Path) -> None:
     assert run.state() == {"completed_steps": 0, "checkpoint": None}
     assert run.records() == []
     state = run.resume(SETTINGS)
+    run_id = state.pop("run_id")  # a new id for every new run (tests/course/test_run_ids.py)
     assert state == {"completed_steps": 0, "checkpoint": None, "settings": SETTINGS}
-    assert json.loads((run.dir / "state.json").read_text()) == state
+    assert json.loads((run.dir / "state.json").read_text()) == {**state, "run_id": run_id}
     assert run.records() == []
 
 

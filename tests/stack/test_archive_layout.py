@@ -220,11 +220,16 @@ def test_notebook_08_file_table_shows_whole_descriptions(tmp_path) -> None:
             (directory / name).write_bytes(b"{}")
     import pandas as pd
 
-    shown: list[str] = []
+    from helpers.backend import show_tables_whole
+
     namespace = {"pd": pd, "tinker_dir": tinker_dir, "peft_dir": peft_dir}
-    namespace["display"] = lambda table: shown.extend([repr(table), table._repr_html_()])
     exec(source, namespace)  # noqa: S102 (the notebook's own cell)
-    plain, html = shown  # what a terminal and JupyterLab show
+    # What connect sets for every notebook, undone afterwards.
+    with pd.option_context("display.max_colwidth", 50, "display.html.use_mathjax", True):
+        show_tables_whole()
+        table = namespace["files"]
+        plain, html = repr(table), table._repr_html_()  # what a terminal and JupyterLab show
+    assert "mathjax_ignore" in html  # dollar amounts stay text
     meanings = namespace["MEANING"].values()
     assert max(len(m) for m in meanings) > 50  # the pandas default would cut these
     for meaning in meanings:

@@ -18,6 +18,7 @@ from local_stack.engine.checkpoints import (
     RunInfo,
 )
 from local_stack.http import ApiError
+from local_stack.lanes import Lanes
 from local_stack.sail.files import FileStore
 from local_stack.sail.loras import LoraRegistry, LoraSpec
 from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
@@ -26,7 +27,7 @@ MODEL = "tiny-model"
 
 
 def service(tmp_path: Path) -> TinkerService:
-    return TinkerService(CheckpointStore(tmp_path / "checkpoints"), ClientKnobs(Knobs()))
+    return TinkerService(CheckpointStore(tmp_path / "checkpoints"), ClientKnobs(Knobs()), Lanes())
 
 
 def test_a_session_is_its_creators_alone(tmp_path):
