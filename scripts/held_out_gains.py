@@ -24,6 +24,7 @@ import random
 import time
 
 import helpers
+from helpers.scoring import MathGroupBuilder
 from helpers.training import LoopSettings, compare, evaluate_now, run_step
 
 GROUP_SIZE, GROUPS_PER_STEP = 8, 8  # notebook 04's parameters cell
@@ -54,7 +55,8 @@ async def one_run(course, seed: int) -> dict[str, dict]:
     )
     for step in range(defaults["steps"]):
         rows = random.Random(f"{seed}-{step}").sample(course.train_rows, GROUPS_PER_STEP)
-        await run_step(step, rows, settings, training_client, course)
+        builders = [MathGroupBuilder(row, course.renderer, GROUP_SIZE) for row in rows]
+        await run_step(step, builders, settings, training_client, course)
     after = await evaluate_now(
         f"gains-{seed}-after", held_out_sets, settings, samples, training_client, course
     )

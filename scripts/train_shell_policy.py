@@ -1,6 +1,6 @@
 """Sandboxed RL on the shell task family, outside the notebook: `scripts/train_shell_policy.py`.
 
-Runs notebook 04's loop (`helpers.training`, through `shell_tasks.shell_rl.run_shell_step`)
+Runs notebook 04's loop (`helpers.training.run_step` on `shell_tasks.shell_rl.group_builders`)
 on the local stack with the tiny shell model: every rollout's bash block runs in its own
 local sandbox (`shell_tasks.sandboxes.sandbox_factory("local")`, no network) and
 `run_verifier` grades it. It prints, and writes to `runs/<run-name>/`:
@@ -59,12 +59,12 @@ def thirds(rewards: list[float]) -> tuple[float, float]:
 async def train_once(settings: ShellRunSettings, seed: int, run_dir: Path) -> dict:
     """One run from the base model: held-out before, `settings.steps` steps, held-out after."""
     import helpers
-    from helpers.training import LoopSettings, bootstrap_interval
+    from helpers.training import LoopSettings, bootstrap_interval, run_step
     from local_stack.kernel.control_client import set_knobs
     from local_stack.kernel.supervisor import start_local_stack
     from shell_tasks import task_family
     from shell_tasks.sandboxes import sandbox_factory, sandbox_problem
-    from shell_tasks.shell_rl import evaluate_tasks, run_shell_step, shell_course
+    from shell_tasks.shell_rl import evaluate_tasks, group_builders, scripts_run, shell_course
 
     if (problem := sandbox_problem("local")) is not None:
         raise SystemExit(f"no local sandbox on this machine: {problem}")
@@ -106,9 +106,9 @@ async def train_once(settings: ShellRunSettings, seed: int, run_dir: Path) -> di
                 task_family.write_task(task_family.instance("train", i), tasks_root)
                 for i in indices
             ]
-            record = await run_shell_step(
-                step, task_dirs, loop, training_client, course, factory, scripts_seen
-            )
+            builders = group_builders(task_dirs, factory, settings.group_size, course.model_name)
+            record, groups = await run_step(step, builders, loop, training_client, course)
+            scripts_seen.update(scripts_run(groups))
             log.write(json.dumps(record) + "\n")
             log.flush()
             rewards.append(record["reward"])

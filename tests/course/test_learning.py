@@ -133,6 +133,7 @@ RL_MIN_GAIN = 0.15
 
 def test_a_short_rl_run_raises_the_reward_on_the_problems_it_trains_on(local_stack, renderer):
     from helpers.dataset import arithmetic_dataset
+    from helpers.scoring import MathGroupBuilder
     from helpers.serving import sail_policy
     from helpers.training import LoopSettings, evaluate, run_step
 
@@ -170,7 +171,8 @@ def test_a_short_rl_run_raises_the_reward_on_the_problems_it_trains_on(local_sta
         before = await score("learning-test-before")
         for step in range(RL_STEPS):
             set_knobs(local_stack.url, seed=100 + step)
-            await run_step(step, rows, settings, training_client, course)
+            builders = [MathGroupBuilder(row, renderer, RL_GROUP_SIZE) for row in rows]
+            await run_step(step, builders, settings, training_client, course)
         return before, await score("learning-test-after")
 
     set_knobs(local_stack.url, latency=0.0, faults={})
