@@ -1,13 +1,12 @@
 """The course code the notebooks import: the backend seam, parameter checks, the taught modules.
 
     backend, defaults     `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
-    dataset               the local backend's data: arithmetic word problems, made offline
+                          (locally from `local_stack.kernel.dataset`, made offline)
     params, cost          every parameter's range (`check_params`); the cloud estimate and cap
     scoring, serving, inspect_step, training, pipelined
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, progress, stats, rollout_failures
                           what the taught loops draw, store, show, measure and guard against
-    step_effect           notebook 03's step outside the notebook: what one step moves, per seed
     errors, sdk_noise     one-sentence errors (a cell stopped by a dead local stack too), and
                           quiet SDK notices the course explains
     adapter_export, sail_http, effect_size

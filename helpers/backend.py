@@ -156,8 +156,8 @@ def tiny_lora_config(rank: int) -> Any:
 
 def _start_local() -> dict[str, list[dict]]:
     # Imported here so the cloud path never loads the local stack.
-    from helpers.dataset import arithmetic_dataset
     from kimi import register_offline_kimi_tokenizer
+    from local_stack.kernel.dataset import arithmetic_dataset
     from local_stack.kernel.supervisor import start_local_stack
 
     register_offline_kimi_tokenizer()

@@ -23,8 +23,8 @@ def use_local_stand_ins() -> None:
     import huggingface_hub
 
     import helpers.backend as backend
-    from helpers.dataset import arithmetic_dataset
     from kimi import register_offline_kimi_tokenizer
+    from local_stack.kernel.dataset import arithmetic_dataset
     from local_stack.kernel.sandbox.sailbox_core import install_local_sailboxes
 
     rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))

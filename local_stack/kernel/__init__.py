@@ -7,6 +7,7 @@ the server process. The course imports the stack only from here.
     tiny_model      the tiny model's shipped files, read in the kernel with no server, and
                     the metadata that names its adapter archive in a raw Sail request
     sandbox/        the stand-in for Sailboxes: each command under bubblewrap, in this process
+    dataset         the stand-in for the cloud's dataset: arithmetic word problems, made offline
 
 It shares `local_stack.config` (keys, host, storage dir) and `local_stack.registry` (who
 uses the stack) with the server, and reaches the server only over HTTP.

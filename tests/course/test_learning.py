@@ -132,10 +132,10 @@ RL_MIN_GAIN = 0.15
 
 
 def test_a_short_rl_run_raises_the_reward_on_the_problems_it_trains_on(local_stack, renderer):
-    from helpers.dataset import arithmetic_dataset
     from helpers.scoring import MathGroupBuilder
     from helpers.serving import sail_policy
     from helpers.training import LoopSettings, evaluate, run_step
+    from local_stack.kernel.dataset import arithmetic_dataset
 
     start_local_stack()
     rows = arithmetic_dataset()["train"].to_list()[:RL_PROBLEMS]
