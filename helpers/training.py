@@ -19,7 +19,7 @@ from tinker_cookbook.rl.metrics import compute_kl_sample_train
 from tinker_cookbook.rl.rollout_strategy import MinViableGroup
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
-from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
+from tinker_cookbook.rl.types import EnvGroupBuilder, Trajectory, TrajectoryGroup
 
 from helpers.cost import sampled_tokens
 from helpers.rollout_failures import CountingPolicy
@@ -68,7 +68,8 @@ def split_degenerate_groups(
     groups: list[TrajectoryGroup],
 ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
     """Separate groups whose rewards differ (they teach) from groups where all are equal."""
-    kept, degenerate = [], []
+    kept: list[TrajectoryGroup] = []
+    degenerate: list[TrajectoryGroup] = []
     for group in groups:
         rewards = [float(r) for r in group.get_total_rewards()]
         (degenerate if len(set(rewards)) == 1 else kept).append(group)
@@ -134,13 +135,13 @@ def train_step_metrics(data: list[Any], learner_logprobs: list[torch.Tensor]) ->
     each target token before the update. Prompt positions (mask 0) are not completion
     tokens and carry no advantage.
     """
-    weights, loss = [], 0.0
+    completion_weights, loss = [], 0.0
     for datum, learner in zip(data, learner_logprobs, strict=True):
         inputs = datum.loss_fn_inputs
         weight = torch.exp(learner - inputs["logprobs"].to_torch())
-        weights.append(weight[inputs["mask"].to_torch() > 0])
+        completion_weights.append(weight[inputs["mask"].to_torch() > 0])
         loss -= float((weight * inputs["advantages"].to_torch()).sum())
-    weights = torch.cat(weights)
+    weights = torch.cat(completion_weights)
     return {
         "optim/loss_sum": loss,
         "optim/importance_weight_mean": float(weights.mean()),
@@ -200,7 +201,8 @@ async def run_step(
     sampled = time.monotonic()
 
     training_groups, degenerate_groups = split_degenerate_groups(groups)
-    data, training_metrics = [], {}
+    data: list[Any] = []
+    training_metrics: dict[str, float] = {}
     if training_groups:  # a step with nothing to learn from is skipped, not fatal
         data, _, training_metrics = await train_on_groups(
             training_groups, settings.learning_rate, training_client
@@ -258,7 +260,7 @@ def scores(counts: dict) -> dict:
 
 def first_answers(groups: list[TrajectoryGroup], rows: list[dict], renderer: Any) -> list[dict]:
     """The first sampled answer to each of the first EXAMPLES_KEPT problems, to read."""
-    answered = {}
+    answered: dict[object, tuple[Trajectory, TrajectoryGroup]] = {}
     for group in groups:
         first = group.trajectories_G[0]
         answered.setdefault(first.transitions[-1].logs["question"], (first, group))

@@ -32,13 +32,15 @@ from local_stack.tinker.routes import mount_tinker
 
 STORAGE_DIR = web.AppKey("storage_dir", Path)
 GUARD = web.AppKey("guard", guard.Guard)
-WORK_PENDING = web.AppKey("work_pending", Callable[[], bool])  # queued or running work
+WORK_PENDING = web.AppKey[Callable[[], bool]]("work_pending")  # queued or running work
 
 
 def make_app(public_url: str) -> web.Application:
     """Both APIs plus `GET /healthz`; `app[STORAGE_DIR]` is the persistent storage dir."""
     # Each route reads its body with its own cap (`local_stack.http.read_body`).
-    request_guard = guard.Guard(URL(public_url).port)
+    port = URL(public_url).port
+    assert port is not None, public_url  # an http:// URL has one, 80 if none is written
+    request_guard = guard.Guard(port)
     app = web.Application(middlewares=[request_guard.middleware])
     app[GUARD] = request_guard
     app[STORAGE_DIR] = config.storage_dir()

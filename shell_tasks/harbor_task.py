@@ -117,7 +117,7 @@ def _ungraded(reason: str) -> Verdict:
     return Verdict(0.0, {"reward": 0.0, "test_passed": 0.0, "grading_error": 1.0}, reason)
 
 
-async def run_verifier(sandbox: SandboxInterface, task: HarborTaskDir, timeout: float) -> Verdict:
+async def run_verifier(sandbox: SandboxInterface, task: HarborTaskDir, timeout: int) -> Verdict:
     """Grade the sandbox's current state with the task's tests, following Harbor's contract.
 
     Unlike the cookbook's `HarborReward`, every step is checked and the verifier starts

@@ -75,7 +75,7 @@ def group_builders(
 def scripts_run(groups: Sequence[TrajectoryGroup]) -> list[str]:
     """Every script the policy ran in `groups` (a rollout with no bash block ran none)."""
     return [
-        t.transitions[-1].logs["script"]
+        str(t.transitions[-1].logs["script"])
         for g in groups
         for t in g.trajectories_G
         if "script" in t.transitions[-1].logs
@@ -99,7 +99,7 @@ async def evaluate_tasks(
         rewards = group.get_total_rewards()
         for trajectory, reward in zip(group.trajectories_G, rewards, strict=True):
             last = trajectory.transitions[-1]  # ShellTaskEnv logs which task it graded
-            task, metrics = problems[index[last.logs["task"]]], last.metrics
+            task, metrics = problems[index[str(last.logs["task"])]], last.metrics
             task["samples"] += 1
             task["reward"] += reward
             task["correct"] += metrics["test_passed"]

@@ -28,7 +28,7 @@ MAX_BODY_BYTES = 64 * 1024
 DEPARTED_CHECK_SECONDS = 5.0  # how often the settings of clients that left are forgotten
 
 KNOBS = web.AppKey("knobs", ClientKnobs)
-STATS = web.AppKey("stats", Callable[[], dict])
+STATS = web.AppKey[Callable[[], dict]]("stats")
 STORAGE = web.AppKey("control_storage_dir", Path)
 
 CONTROL_STYLE = ServiceStyle(

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -202,17 +203,20 @@ def _start(storage: Path, settings: dict[str, str]) -> StackRecord:
             text=True,
             start_new_session=True,
         )
+    announced = process.stdout
+    assert announced is not None  # stdout=PIPE
     # Reap it whenever it exits, so that while this process lives it leaves no zombie.
     threading.Thread(target=process.wait, name="local-stack-reaper", daemon=True).start()
     try:
-        record = StackRecord(_read_announced_url(process, log_path), process.pid, settings)
+        url = _read_announced_url(announced, process, log_path)
+        record = StackRecord(url, process.pid, settings)
         _wait_until_serving(record, storage, process, log_path)
     except BaseException:
         with contextlib.suppress(psutil.NoSuchProcess):  # ours, whether or not it got the lock
             _terminate_process(psutil.Process(process.pid))
         raise
     finally:
-        process.stdout.close()
+        announced.close()
     registry.write_record(storage, record)
     return record
 
@@ -221,11 +225,12 @@ def _with_repo_on_path(pythonpath: str | None) -> str:
     return os.pathsep.join([str(config.REPO_ROOT), *([pythonpath] if pythonpath else [])])
 
 
-def _read_announced_url(process: subprocess.Popen[str], log_path: Path) -> str:
-    """The server's first stdout line, `{"url", "pid"}`, printed once the model is loaded."""
+def _read_announced_url(announced: IO[str], process: subprocess.Popen[str], log_path: Path) -> str:
+    """The server's first line on `announced` (its stdout), `{"url", "pid"}`, printed once the
+    model is loaded."""
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     try:
-        line = executor.submit(process.stdout.readline).result(timeout=START_TIMEOUT_SECONDS)
+        line = executor.submit(announced.readline).result(timeout=START_TIMEOUT_SECONDS)
     except concurrent.futures.TimeoutError:
         raise RuntimeError(f"local stack did not start in {START_TIMEOUT_SECONDS:.0f} s") from None
     finally:

@@ -25,7 +25,7 @@ from local_stack.sail.adapters import Adapter, AdapterCache
 from local_stack.sail.batcher import Batcher, Job
 from local_stack.sail.files import FileStore
 from local_stack.sail.loras import LoraRegistry
-from local_stack.sail.requests import NamedLora, SamplingRequest
+from local_stack.sail.requests import LoraSource, NamedLora, SamplingRequest
 
 # How long a GET waits for its response to finish before answering `in_progress`. The SDK
 # sleeps 20 s after any `in_progress`, so holding the GET is far cheaper; a batch of 64
@@ -102,7 +102,7 @@ class SailService:
         model_key, model = f"base:{request.model}", self.base_models[request.model]
         vocab = self.vocabs[request.model]
         if request.lora is not None:
-            adapter = await self._adapter(request, client)
+            adapter = await self._adapter(request.lora, request, client)
             trained_on = adapter.config.get("base_model_name_or_path", request.model)
             if trained_on != request.model:
                 raise ApiError(
@@ -149,11 +149,13 @@ class SailService:
     def queued_body(self, stored: StoredResponse) -> dict[str, Any]:
         return wire.pending(stored.envelope(), "queued")
 
-    async def _adapter(self, request: SamplingRequest, client: str) -> Adapter:
-        """An uploaded LoRA by name or id, or a Tinker archive by URL."""
-        if isinstance(request.lora, NamedLora):
-            return self.loras.adapter_for(request.client, request.lora.name_or_id, request.model)
-        return await self.adapters.get(request.lora, client)
+    async def _adapter(
+        self, lora: LoraSource | NamedLora, request: SamplingRequest, client: str
+    ) -> Adapter:
+        """`request`'s LoRA: an uploaded one by name or id, or a Tinker archive by URL."""
+        if isinstance(lora, NamedLora):
+            return self.loras.adapter_for(request.client, lora.name_or_id, request.model)
+        return await self.adapters.get(lora, client)
 
     async def wait(self, stored: StoredResponse) -> dict[str, Any]:
         """The response's current body; waits up to LONG_POLL_SECONDS for it to finish.
@@ -186,6 +188,7 @@ class SailService:
             return wire.ended_without_output(
                 base, stored.fault, ENDING_FAULTS[stored.fault], message
             )
+        assert stored.job is not None  # only a fault ends a response without sampling
         error = stored.job.done.exception()
         if error is not None:
             return wire.ended_without_output(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,7 +212,7 @@ class _Stream:
         self._chunks = self._read(run, name)
 
     @staticmethod
-    async def _read(run: asyncio.Future[Outcome], name: str) -> AsyncIterator[bytes]:
+    async def _read(run: asyncio.Future[Outcome], name: str) -> AsyncGenerator[bytes]:
         data: bytes = getattr(await _outcome(run), name)
         for start in range(0, len(data), _CHUNK_BYTES):
             yield data[start : start + _CHUNK_BYTES]
