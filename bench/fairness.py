@@ -29,10 +29,10 @@ import numpy as np
 import tinker
 from tinker import types
 
+from local_stack.client.tiny_model import sail_lora_metadata
 from local_stack.config import client_keys
 from local_stack.engine.model import BASE_MODEL_NAME, VOCAB_PATH
 from local_stack.engine.vocab import CompactVocab
-from local_stack.kernel.tiny_model import sail_lora_metadata
 
 FLOOD_REQUESTS = 5000
 FLOOD_CONCURRENCY = 64
@@ -245,7 +245,7 @@ async def attack_slow_archives(
 
 
 def main() -> None:
-    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+    from local_stack.client.supervisor import start_local_stack, stop_local_stack
 
     patient = 600.0  # the figures are the point: no timeout cuts them short
     with tempfile.TemporaryDirectory(prefix="bench-fairness-") as scratch:

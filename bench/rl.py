@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 import psutil
 
 from helpers.defaults import BACKEND_DEFAULTS
-from local_stack.kernel.control_client import set_knobs
+from local_stack.client.control_client import set_knobs
 
 STEP_PARTS = ("save_s", "sample_s", "train_s")  # run_step's timings, in the order they run
 TIMED_STEPS = 5
@@ -83,7 +83,7 @@ async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int, budget:
     import helpers
     from helpers.scoring import MathGroupBuilder
     from helpers.training import LoopSettings, compare, evaluate_now, run_step
-    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+    from local_stack.client.supervisor import start_local_stack, stop_local_stack
 
     started = time.perf_counter()
     stack = start_local_stack()

@@ -101,7 +101,7 @@ async def step_times(tasks_root: Path) -> dict[str, dict[str, float]]:
 
 
 async def run() -> None:
-    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+    from local_stack.client.supervisor import start_local_stack, stop_local_stack
     from shell_tasks.sandboxes import sandbox_problem
 
     if (problem := sandbox_problem("local")) is not None:

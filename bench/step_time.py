@@ -40,10 +40,10 @@ import os
 TAKES_BUILDERS = "builders" in inspect.signature(run_step).parameters
 if TAKES_BUILDERS:
     from helpers.scoring import MathGroupBuilder
-# The old tree predates local_stack/kernel/. Chosen by the tree's own files: an import that
+# The old tree predates local_stack/client/. Chosen by the tree's own files: an import that
 # fails there would be answered from the installed (current) checkout instead.
-if os.path.exists("local_stack/kernel/supervisor.py"):
-    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+if os.path.exists("local_stack/client/supervisor.py"):
+    from local_stack.client.supervisor import start_local_stack, stop_local_stack
 else:
     from local_stack.supervisor import start_local_stack, stop_local_stack
 

@@ -1,7 +1,7 @@
 """The course code the notebooks import: the backend seam, parameter checks, the taught modules.
 
     backend, defaults     `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
-                          (locally from `local_stack.kernel.dataset`, made offline)
+                          (locally from `local_stack.client.dataset`, made offline)
     params, cost          every parameter's range (`check_params`); the cloud estimate and cap
     scoring, serving, inspect_step, training, pipelined
                           generated from the notebooks' `# @save` cells (`make helpers`)
@@ -15,7 +15,7 @@
                           adapter-vs-base comparison can decide anything
 
 Beside it: `shell_tasks` (notebook 07), `sweeps` (`make sweep`, notebook 05), `kimi` (the
-model, named once) and `local_stack`, whose kernel side (`local_stack.kernel`) only
+model, named once) and `local_stack`, whose kernel side (`local_stack.client`) only
 `helpers.backend` imports, inside the calls that need it: `connect("local")` (which starts
 or finds the stack, and watches its server from the kernel), `Course.simulate_latency`,
 `tiny_base_model` and `tiny_lora_config`.

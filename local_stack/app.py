@@ -1,7 +1,7 @@
 """The local stack's one HTTP server: Sail and Tinker APIs on a single loopback port.
 
 `python -m local_stack serve --port 0` runs it in the foreground (that is how
-`local_stack.kernel.supervisor` starts it). With port 0 the socket is bound first, so the Tinker
+`local_stack.client.supervisor` starts it). With port 0 the socket is bound first, so the Tinker
 routes know the public URL they must hand out in archive links.
 """
 

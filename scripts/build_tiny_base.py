@@ -48,6 +48,7 @@ from safetensors.torch import save_file
 from helpers.scoring import QUESTION_SUFFIX, answer_matches, extract_boxed, graded_text
 from helpers.stats import pass_at_k
 from kimi import offline_kimi_renderer
+from local_stack.client.dataset import all_problems, arithmetic_dataset
 from local_stack.engine.model import (
     BASE_MODEL_DIR,
     VOCAB_PATH,
@@ -58,7 +59,6 @@ from local_stack.engine.model import (
 from local_stack.engine.sampler import SamplingParams, sample_batch
 from local_stack.engine.vocab import UNK_COMPACT_ID, CompactVocab
 from local_stack.engine.warm_up import Example, supervised_warm_up
-from local_stack.kernel.dataset import all_problems, arithmetic_dataset
 
 SEED = 0
 # One thread: with anything else running on the two cores, two threads ran 5-10x slower

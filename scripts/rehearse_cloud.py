@@ -25,7 +25,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+from local_stack.client.supervisor import start_local_stack, stop_local_stack
 from scripts.cloud_stand_ins import write_kernel_startup
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -60,8 +60,8 @@ async def train_once(settings: ShellRunSettings, seed: int, run_dir: Path) -> di
     """One run from the base model: held-out before, `settings.steps` steps, held-out after."""
     import helpers
     from helpers.training import LoopSettings, bootstrap_interval, run_step
-    from local_stack.kernel.control_client import set_knobs
-    from local_stack.kernel.supervisor import start_local_stack
+    from local_stack.client.control_client import set_knobs
+    from local_stack.client.supervisor import start_local_stack
     from shell_tasks import task_family
     from shell_tasks.sandboxes import sandbox_factory, sandbox_problem
     from shell_tasks.shell_rl import evaluate_tasks, group_builders, scripts_run, shell_course
@@ -149,7 +149,7 @@ def main() -> None:
     settings = ShellRunSettings(**args)
     # The runs' checkpoints are throwaway: keep them out of the course's storage.
     os.environ["COURSE_LOCAL_STACK_DIR"] = tempfile.mkdtemp(prefix="shell-rl-")
-    from local_stack.kernel.supervisor import stop_local_stack
+    from local_stack.client.supervisor import stop_local_stack
 
     results = []
     try:

@@ -25,7 +25,7 @@ CHILD = r"""
 import asyncio, json
 import datasets
 import helpers.backend as backend
-from local_stack.kernel.dataset import arithmetic_dataset
+from local_stack.client.dataset import arithmetic_dataset
 from kimi import register_offline_kimi_tokenizer
 from helpers.scoring import MathGroupBuilder
 from helpers.training import LoopSettings, evaluate, run_step

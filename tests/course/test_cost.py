@@ -30,7 +30,7 @@ from helpers.cost import (
 )
 from helpers.defaults import BACKEND_DEFAULTS, NOTEBOOK_DEFAULTS, with_defaults
 from helpers.errors import CourseConfigError
-from local_stack.kernel.control_client import get_stats
+from local_stack.client.control_client import get_stats
 from tests.check_cells_support import run_check_cells
 
 ROOT = Path(__file__).resolve().parents[2]

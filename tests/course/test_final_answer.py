@@ -77,7 +77,7 @@ def test_final_answer_beats_the_last_number_on_the_table() -> None:
 
 
 def test_a_local_dataset_solution_still_gives_its_result() -> None:
-    from local_stack.kernel.dataset import arithmetic_dataset
+    from local_stack.client.dataset import arithmetic_dataset
 
     for row in arithmetic_dataset()["train"].select(range(50)):
         result = row["answer"].rsplit("= ", 1)[1].split()[0].rstrip(".")  # "... = 14 pens."

@@ -25,8 +25,8 @@ import tinker
 from tinker import types
 
 from kimi import MODEL_NAME
-from local_stack.kernel.control_client import set_knobs
-from local_stack.kernel.supervisor import start_local_stack
+from local_stack.client.control_client import set_knobs
+from local_stack.client.supervisor import start_local_stack
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # tinker deprecates archive URLs
 
@@ -135,7 +135,7 @@ def test_a_short_rl_run_raises_the_reward_on_the_problems_it_trains_on(local_sta
     from helpers.scoring import MathGroupBuilder
     from helpers.serving import sail_policy
     from helpers.training import LoopSettings, evaluate, run_step
-    from local_stack.kernel.dataset import arithmetic_dataset
+    from local_stack.client.dataset import arithmetic_dataset
 
     start_local_stack()
     rows = arithmetic_dataset()["train"].to_list()[:RL_PROBLEMS]

@@ -16,9 +16,9 @@ import tinker
 from helpers.scoring import MathGroupBuilder
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from helpers.training import LoopSettings, run_step
+from local_stack.client.control_client import get_stats
+from local_stack.client.dataset import arithmetic_dataset
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME
-from local_stack.kernel.control_client import get_stats
-from local_stack.kernel.dataset import arithmetic_dataset
 from tests.cloud_support import cloud_kernel_env
 from tests.notebook_support import (
     all_text_under,

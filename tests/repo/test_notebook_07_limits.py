@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import sail
 
-from local_stack.kernel.sandbox.isolation import ResourceLimits
+from local_stack.client.sailbox.isolation import ResourceLimits
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_sandboxed_rollouts.ipynb"
 

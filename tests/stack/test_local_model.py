@@ -6,6 +6,7 @@ import json
 
 import torch
 
+from local_stack.client.dataset import all_problems, arithmetic_dataset
 from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,
@@ -15,7 +16,6 @@ from local_stack.engine.model import (
 )
 from local_stack.engine.sampler import SamplingParams, sample_batch, sampling_logprobs
 from local_stack.engine.vocab import UNK_COMPACT_ID, CompactVocab
-from local_stack.kernel.dataset import all_problems, arithmetic_dataset
 from scripts.build_tiny_base import Problem, evaluate, prompt_tokens
 
 IM_END, THINK, THINK_END = 163586, 163606, 163607

@@ -173,8 +173,8 @@ def test_guide_sections_2_and_3_run_on_the_local_stack(local_stack):
 
     from helpers.scoring import MathGroupBuilder
     from kimi import register_offline_kimi_tokenizer
-    from local_stack.kernel.dataset import arithmetic_dataset
-    from local_stack.kernel.supervisor import start_local_stack
+    from local_stack.client.dataset import arithmetic_dataset
+    from local_stack.client.supervisor import start_local_stack
 
     start_local_stack()  # the session's stack (conftest); this points the SDKs back at it
 

@@ -35,12 +35,12 @@ from sail import _core
 from sail._core_client import CoreClient
 from tinker_cookbook.sandbox.sandbox_interface import SandboxTerminatedError
 
-from local_stack.kernel.sandbox.local_sandbox import (
+from local_stack.client.sailbox.local_sandbox import (
     DEFAULT_WORKDIR,
     LocalSandbox,
     local_sandbox_factory,
 )
-from local_stack.kernel.sandbox.process import OUTPUT_CEILING_BYTES, Outcome
+from local_stack.client.sailbox.process import OUTPUT_CEILING_BYTES, Outcome
 
 # `sail.exec_process.ExecResult`: "Whether the exec's timeout passed ...; exit_code is then 124."
 TIMED_OUT_EXIT_CODE = 124

@@ -10,7 +10,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from local_stack.kernel.sandbox.isolation import SANDBOX_ENV
+from local_stack.client.sailbox.isolation import SANDBOX_ENV
 
 # Sail's ceiling on collected output when the caller sets no cap: a runaway stream must
 # not exhaust the training process's memory.
