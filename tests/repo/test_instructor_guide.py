@@ -14,7 +14,7 @@ from helpers.params import check_params
 from helpers.scoring import MathEnv, final_answer
 from kimi import offline_kimi_tokenizer
 from local_stack.http import ApiError
-from local_stack.sail.adapters import INVALID_RANK, check_lora_config
+from local_stack.sail.lora_config import INVALID_RANK, check_lora_config
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "instructor.md"
