@@ -109,10 +109,13 @@ docs: $(STAMP)
 helpers: $(STAMP)
 	$(PYTHON) scripts/export_helpers.py
 
-## make lint: ruff on every Python file and notebook (its rules are in pyproject.toml)
+## make lint: ruff on every Python file and notebook, the import contracts (lint-imports) and
+## the type checker (mypy); their settings are in pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 ## make doctor: check this machine can run the course; one line per check, with its fix
 doctor:

@@ -39,10 +39,10 @@ from tinker import types
 from tinker.proto import tinker_public_pb2 as pb
 
 from local_stack import config, registry
+from local_stack.client.tiny_model import sail_lora_metadata
 from local_stack.config import client_keys
 from local_stack.engine.model import BASE_MODEL_NAME, VOCAB_PATH
 from local_stack.engine.vocab import CompactVocab
-from local_stack.kernel.tiny_model import sail_lora_metadata
 from local_stack.lanes import REFRESH_SECONDS
 
 FLOOD_REQUESTS = 5000
@@ -415,7 +415,7 @@ async def attack_slow_archives(
 
 
 def main() -> None:
-    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+    from local_stack.client.supervisor import start_local_stack, stop_local_stack
 
     patient = 600.0  # the figures are the point: no timeout cuts them short
     with tempfile.TemporaryDirectory(prefix="bench-fairness-") as scratch:

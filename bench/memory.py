@@ -25,7 +25,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
 from local_stack import config
-from local_stack.kernel.supervisor import server_processes, stop_local_stack
+from local_stack.client.supervisor import server_processes, stop_local_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -36,7 +36,7 @@ CONNECT = (
     "import time\n"
     "started = time.perf_counter()\n"
     "import helpers.backend\n"
-    "from local_stack.kernel.supervisor import start_local_stack\n"
+    "from local_stack.client.supervisor import start_local_stack\n"
     "imported = time.perf_counter()\n"
     "start_local_stack()\n"
     "stack = time.perf_counter()\n"

@@ -30,8 +30,8 @@ async def run(args: argparse.Namespace) -> None:
     import helpers
     from helpers.pipelined import Timeline, predicted_seconds_per_step, run_loop
     from helpers.training import LoopSettings
-    from local_stack.kernel.control_client import set_knobs
-    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+    from local_stack.client.control_client import set_knobs
+    from local_stack.client.supervisor import start_local_stack, stop_local_stack
 
     stack = start_local_stack()
     try:

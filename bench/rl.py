@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 import psutil
 
 from helpers.notebook_parameters import resolve
-from local_stack.kernel.control_client import set_knobs
+from local_stack.client.control_client import set_knobs
 
 STEP_PARTS = ("save_s", "sample_s", "train_s")  # run_step's timings, in the order they run
 TIMED_STEPS = 5
@@ -81,8 +81,9 @@ class CpuClock:
 
 async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int, budget: float) -> None:
     import helpers
+    from helpers.scoring import MathGroupBuilder
     from helpers.training import LoopSettings, compare, evaluate_now, run_step
-    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+    from local_stack.client.supervisor import start_local_stack, stop_local_stack
 
     started = time.perf_counter()
     stack = start_local_stack()
@@ -119,7 +120,8 @@ async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int, budget:
         # learning figures are comparable between runs only when all the steps ran.
         while steps < hp.steps and time.perf_counter() - loop_started + last <= budget:
             rows = rng.sample(course.train_rows, hp.groups_per_step)
-            record = await run_step(steps, rows, settings, training_client, course)
+            builders = [MathGroupBuilder(row, course.renderer, hp.group_size) for row in rows]
+            record, _ = await run_step(steps, builders, settings, training_client, course)
             last = sum(record[part] for part in STEP_PARTS)
             print(f"step {steps:3d} | reward {record['reward']:+.3f} | {last:.2f} s")
             steps += 1
@@ -129,8 +131,10 @@ async def run(hp: Hyperparams, eval_samples_per_problem: int, seed: int, budget:
         clock, timed, cpu = CpuClock(stack.pid), [], []
         for step in range(steps, steps + TIMED_STEPS):
             rows = rng.sample(course.train_rows, hp.groups_per_step)
+            builders = [MathGroupBuilder(row, course.renderer, hp.group_size) for row in rows]
             cpu_before = clock.read()
-            timed.append(await run_step(step, rows, settings, training_client, course))
+            record, _ = await run_step(step, builders, settings, training_client, course)
+            timed.append(record)
             cpu.append({name: used - cpu_before[name] for name, used in clock.read().items()})
         split = {part: statistics.median(r[part] for r in timed) for part in STEP_PARTS}
         cpu_split = {name: statistics.median(c[name] for c in cpu) for name in cpu[0]}

@@ -15,11 +15,11 @@ import time
 import sail
 import sail.tinker
 
-from helpers.dataset import arithmetic_dataset
 from helpers.scoring import QUESTION_SUFFIX
 from kimi import MODEL_NAME, offline_kimi_renderer
-from local_stack.kernel.control_client import get_stats, set_knobs
-from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+from local_stack.client.control_client import get_stats, set_knobs
+from local_stack.client.dataset import arithmetic_dataset
+from local_stack.client.supervisor import start_local_stack, stop_local_stack
 
 ROLLOUTS = 64
 MAX_TOKENS = 48

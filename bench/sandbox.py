@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from local_stack.kernel.sandbox import LocalSandbox, local_sandbox_factory
+from local_stack.client.sailbox import LocalSandbox, local_sandbox_factory
 
 GROUP_SIZE = 8
 SIMULATED_BOOT_SECONDS = 0.5

@@ -4,10 +4,10 @@
     the shell family, upload its input, run a right command, grade it in a fresh sandbox
     (`grade_in_fresh_sandbox`, which creates and cleans up its own), clean up; each part's
     median over a few rollouts.
-(b) One RL step of 8 groups x 8 rollouts with every rollout in its own sandbox
-    (`shell_tasks.shell_rl.run_shell_step` on the tiny shell model) against notebook 04's
-    arithmetic step (`helpers.training.run_step`), both through the real SDKs on the local
-    stack; medians of a few steps each, and their ratio (issue 29's target: about 2x or less).
+(b) One RL step of 8 groups x 8 rollouts, the same `helpers.training.run_step` on shell tasks
+    (the tiny shell model, every rollout in its own sandbox) and on notebook 04's arithmetic
+    problems, both through the real SDKs on the local stack; medians of a few steps each, and
+    their ratio (issue 29's target: about 2x or less).
 """
 
 from __future__ import annotations
@@ -65,10 +65,11 @@ async def rollout_overhead(tasks_root: Path) -> dict[str, float]:
 async def step_times(tasks_root: Path) -> dict[str, dict[str, float]]:
     """Median save/sample/train seconds of TIMED_STEPS steps of each loop (after a warm-up)."""
     import helpers
+    from helpers.scoring import MathGroupBuilder
     from helpers.training import LoopSettings, run_step
     from shell_tasks import task_family
     from shell_tasks.sandboxes import sandbox_factory
-    from shell_tasks.shell_rl import run_shell_step, shell_course
+    from shell_tasks.shell_rl import group_builders, shell_course
 
     arithmetic = helpers.connect("local")
     shell = shell_course(arithmetic)
@@ -85,16 +86,15 @@ async def step_times(tasks_root: Path) -> dict[str, dict[str, float]]:
         for step in range(TIMED_STEPS + 1):
             if course is arithmetic:
                 rows = rng.sample(course.train_rows, GROUPS_PER_STEP)
-                record = await run_step(step, rows, settings, training_client, course)
+                builders = [MathGroupBuilder(row, course.renderer, GROUP_SIZE) for row in rows]
             else:
                 items = [
                     task_family.instance("train", rng.randrange(100_000))
                     for _ in range(GROUPS_PER_STEP)
                 ]
                 task_dirs = [task_family.write_task(item, tasks_root) for item in items]
-                record = await run_shell_step(
-                    step, task_dirs, settings, training_client, course, factory
-                )
+                builders = group_builders(task_dirs, factory, GROUP_SIZE, course.model_name)
+            record, _ = await run_step(step, builders, settings, training_client, course)
             records.append(record)
         timed = records[1:]  # the first loads the new base model and adapter shapes
         timings[name] = {part: statistics.median(r[part] for r in timed) for part in STEP_PARTS}
@@ -102,7 +102,7 @@ async def step_times(tasks_root: Path) -> dict[str, dict[str, float]]:
 
 
 async def run() -> None:
-    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+    from local_stack.client.supervisor import start_local_stack, stop_local_stack
     from shell_tasks.sandboxes import sandbox_problem
 
     if (problem := sandbox_problem("local")) is not None:

@@ -29,16 +29,21 @@ RESULT = "STEP_TIMES "
 
 # Runs with the tree under test first on sys.path; it uses only what both trees share.
 DRIVER = r"""
-import asyncio, json, random, statistics, sys, time
+import asyncio, inspect, json, random, statistics, sys, time
 import psutil
 import helpers
 from helpers.notebook_parameters import resolve
 from helpers.training import run_step
 import os
-# The old tree predates local_stack/kernel/. Chosen by the tree's own files: an import that
+# The old tree's run_step takes the step's problems and returns the record; today's takes
+# the problems' group builders and returns the record with the groups.
+TAKES_BUILDERS = "builders" in inspect.signature(run_step).parameters
+if TAKES_BUILDERS:
+    from helpers.scoring import MathGroupBuilder
+# The old tree predates local_stack/client/. Chosen by the tree's own files: an import that
 # fails there would be answered from the installed (current) checkout instead.
-if os.path.exists("local_stack/kernel/supervisor.py"):
-    from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+if os.path.exists("local_stack/client/supervisor.py"):
+    from local_stack.client.supervisor import start_local_stack, stop_local_stack
 else:
     from local_stack.supervisor import start_local_stack, stop_local_stack
 
@@ -59,7 +64,11 @@ async def main():
         for step in range(WARM_UP + TIMED):
             rows = rng.sample(course.train_rows, settings.groups_per_step)
             cpu_before = sum(sum(p.cpu_times()[:2]) for p in processes)
-            record = await run_step(step, rows, settings, client, course)
+            if TAKES_BUILDERS:
+                builders = [MathGroupBuilder(row, course.renderer, 8) for row in rows]
+                record, _ = await run_step(step, builders, settings, client, course)
+            else:
+                record = await run_step(step, rows, settings, client, course)
             if step >= WARM_UP:
                 totals.append(sum(record[part] for part in PARTS))
                 cpu.append(sum(sum(p.cpu_times()[:2]) for p in processes) - cpu_before)

@@ -1,14 +1,13 @@
 """The course code the notebooks import: the backend seam, parameter checks, the taught modules.
 
     backend               `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
-    dataset               the local backend's data: arithmetic word problems, made offline
+                          (locally from `local_stack.client.dataset`, made offline)
     notebook_parameters   every parameter declared once; `settings(notebook, globals())`
     params, cost          the rules parameters pass (a leaf); the cloud estimate and cap
     scoring, serving, inspect_step, training, pipelined
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, progress, stats, rollout_failures
                           what the taught loops draw, store, show, measure and guard against
-    step_effect           notebook 03's step outside the notebook: what one step moves, per seed
     errors, sdk_noise     one-sentence errors (a cell stopped by a dead local stack too), and
                           quiet SDK notices the course explains
     adapter_export, sail_http, effect_size
@@ -17,7 +16,7 @@
                           adapter-vs-base comparison can decide anything
 
 Beside it: `shell_tasks` (notebook 07), `sweeps` (`make sweep`, notebook 05), `kimi` (the
-model, named once) and `local_stack`, whose kernel side (`local_stack.kernel`) only
+model, named once) and `local_stack`, whose kernel side (`local_stack.client`) only
 `helpers.backend` imports, inside the calls that need it: `connect("local")` (which starts
 or finds the stack, and watches its server from the kernel), `Course.simulate_latency`,
 `tiny_base_model` and `tiny_lora_config`.

@@ -210,20 +210,6 @@ def check_free_memory(estimate: ArchiveEstimate, available: int | None = None) -
     return available
 
 
-def local_base_model_dir(directory: Path) -> Path:
-    """The tiny local model saved as a Hugging Face model directory (config.json + weights)."""
-    from safetensors.torch import save_file
-
-    from helpers.backend import tiny_base_model
-
-    if not (directory / "config.json").exists():
-        model, _ = tiny_base_model()
-        directory.mkdir(parents=True, exist_ok=True)
-        save_file(model.state_dict(), directory / "model.safetensors")
-        model.config.to_json_file(directory / "config.json")  # written last: marks it complete
-    return directory
-
-
 def cloud_base_model_dir(model_name: str, directory: Path) -> Path:
     """A stand-in for `model_name`'s checkpoint: its config.json, and one safetensors file
     with an empty tensor under each weight name of its model.safetensors.index.json.

@@ -73,7 +73,7 @@ class Course:
                 "simulated latencies exist only on the local stack; with backend='cloud' "
                 "the waits are the services' own."
             )
-        from local_stack.kernel.control_client import set_knobs
+        from local_stack.client.control_client import set_knobs
 
         try:
             set_knobs(_local_stack_url(), **knobs)
@@ -87,7 +87,7 @@ class Course:
         if self.backend != "local":
             yield
             return
-        from local_stack.kernel.control_client import reset_knobs
+        from local_stack.client.control_client import reset_knobs
 
         try:
             self.simulate_latency(**knobs)
@@ -103,7 +103,7 @@ class Course:
 
 
 def _local_stack_url() -> str:
-    from local_stack.kernel.supervisor import start_local_stack
+    from local_stack.client.supervisor import start_local_stack
 
     return start_local_stack().url  # connect() started it: this finds it
 
@@ -156,23 +156,35 @@ def tiny_base_model() -> tuple[Any, Any]:
     count LoRA parameters or load a downloaded adapter with `peft`. It is the local stack's
     model, not Kimi K2.6; this reads its files and starts no server.
     """
-    from local_stack.kernel import tiny_model
+    from local_stack.client import tiny_model
 
     return tiny_model.tiny_base_model()
 
 
+def local_base_model_dir(directory: Path) -> Path:
+    """The tiny local model saved as a Hugging Face model directory (config.json + weights)."""
+    from safetensors.torch import save_file
+
+    if not (directory / "config.json").exists():
+        model, _ = tiny_base_model()
+        directory.mkdir(parents=True, exist_ok=True)
+        save_file(model.state_dict(), directory / "model.safetensors")
+        model.config.to_json_file(directory / "config.json")  # written last: marks it complete
+    return directory
+
+
 def tiny_lora_config(rank: int) -> Any:
     """The `peft.LoraConfig` the local stack trains `tiny_base_model()` with, at `rank`."""
-    from local_stack.kernel import tiny_model
+    from local_stack.client import tiny_model
 
     return tiny_model.tiny_lora_config(rank)
 
 
 def _start_local() -> dict[str, list[dict]]:
     # Imported here so the cloud path never loads the local stack.
-    from helpers.dataset import arithmetic_dataset
     from kimi import register_offline_kimi_tokenizer
-    from local_stack.kernel.supervisor import start_local_stack
+    from local_stack.client.dataset import arithmetic_dataset
+    from local_stack.client.supervisor import start_local_stack
 
     register_offline_kimi_tokenizer()
     stack = start_local_stack()
@@ -184,7 +196,7 @@ def _leave_local() -> None:
     """Switching a kernel from local to cloud: restore the SDK variables (the keys and base
     URLs from your shell) that the local stack had replaced. The stack keeps serving any
     other kernel; a kernel that never loaded the stack has nothing to restore."""
-    if (supervisor := sys.modules.get("local_stack.kernel.supervisor")) is not None:
+    if (supervisor := sys.modules.get("local_stack.client.supervisor")) is not None:
         supervisor.detach_local_stack()
 
 
@@ -198,8 +210,8 @@ def watch_local_stack(pid: int, log_path: Path, url: str | None = None) -> None:
     sentence: what happened, where its log is, and that re-running resumes (the stack keeps
     its checkpoints on disk, and notebook 04 resumes after its last completed step). A plain
     script that called `connect` from its main thread is stopped the same way: the sentence
-    is raised there, as a LocalStackStoppedError. See `local_stack.kernel.watch`."""
-    from local_stack.kernel.watch import HUNG_SECONDS, Failure, in_ipython, watch_from_kernel
+    is raised there, as a LocalStackStoppedError. See `local_stack.client.watch`."""
+    from local_stack.client.watch import HUNG_SECONDS, Failure, in_ipython, watch_from_kernel
 
     stop_watching()  # replaces any earlier watch, and a reason it left
 
@@ -235,7 +247,7 @@ def watch_local_stack(pid: int, log_path: Path, url: str | None = None) -> None:
 def stop_watching() -> None:
     """Stop watching the local stack, which is about to be stopped or restarted on purpose
     (a kernel that never loaded the stack watches nothing)."""
-    if (kernel_watch := sys.modules.get("local_stack.kernel.watch")) is not None:
+    if (kernel_watch := sys.modules.get("local_stack.client.watch")) is not None:
         kernel_watch.stop_watching()
     forget_interrupt_reason()  # one whose interruption never reached a cell
 

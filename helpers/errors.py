@@ -54,7 +54,9 @@ def interrupt_running_cell(
     """
     global _interrupt_reason
     _interrupt_reason = reason
-    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    main_thread = threading.main_thread().ident
+    assert main_thread is not None  # it has started: it imported this module
+    signal.pthread_kill(main_thread, signal.SIGINT)
     if loop is not None and not loop.is_closed():
         loop.call_soon_threadsafe(lambda: None)
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import tinker
+from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
+
 from helpers.errors import CourseRunError
 
 MAX_QUOTED_CHARS = 300  # of the first failure's message, on one line
@@ -21,7 +24,7 @@ class AllRolloutsFailedError(CourseRunError):
     """Not one rollout of a batch got an answer from the policy."""
 
 
-class CountingPolicy:
+class CountingPolicy(TokenCompleter):
     """Calls `policy` unchanged, counting answers and failures (a timeout is a failure)."""
 
     def __init__(self, policy: Any) -> None:
@@ -30,9 +33,14 @@ class CountingPolicy:
         self.failed = 0
         self.first_failure: BaseException | None = None
 
-    async def __call__(self, model_input: Any, stop: Any) -> Any:
+    async def __call__(
+        self, model_input: tinker.ModelInput, stop: StopCondition, *, max_tokens: int | None = None
+    ) -> TokensWithLogprobs:
+        # As the cookbook's rollouts do: `max_tokens` only when a budget applies, so a policy
+        # whose __call__ takes no such keyword still works.
+        extra = {} if max_tokens is None else {"max_tokens": max_tokens}
         try:
-            answer = await self.policy(model_input, stop)
+            answer = await self.policy(model_input, stop, **extra)
         except BaseException as failure:  # re-raised: counted, never swallowed
             self.failed += 1
             self.first_failure = self.first_failure or failure

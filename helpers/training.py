@@ -7,6 +7,7 @@ Also the held-out evaluation that notebook 04 runs before and after training.
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from tinker_cookbook.rl.metrics import compute_kl_sample_train
 from tinker_cookbook.rl.rollout_strategy import MinViableGroup
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
-from tinker_cookbook.rl.types import TrajectoryGroup
+from tinker_cookbook.rl.types import EnvGroupBuilder, Trajectory, TrajectoryGroup
 
 from helpers.cost import sampled_tokens
 from helpers.rollout_failures import CountingPolicy
@@ -46,21 +47,31 @@ def mean_reward(groups: list[TrajectoryGroup]) -> float:
 
 
 def rollout_metrics(groups: list[TrajectoryGroup]) -> list[dict]:
-    """What `MathEnv.step` reported for each rollout: {"correct": 0 or 1, "format": 0 or 1}."""
+    """What the environment reported for each rollout (`MathEnv`: {"correct": 0 or 1,
+    "format": 0 or 1})."""
     return [t.transitions[-1].metrics for g in groups for t in g.trajectories_G]
 
 
 def metric_rate(groups: list[TrajectoryGroup], key: str) -> float:
-    """The fraction of rollouts whose environment reported `key` (e.g. "correct") as 1."""
-    values = [m[key] for m in rollout_metrics(groups)]
+    """The mean of `key` over the rollouts whose environment reported it: for a 0-or-1
+    metric such as `MathEnv`'s "correct", the fraction of rollouts where it was 1."""
+    values = [m[key] for m in rollout_metrics(groups) if key in m]
     return sum(values) / len(values) if values else 0.0
+
+
+def metric_rates(groups: list[TrajectoryGroup]) -> dict[str, float]:
+    """`metric_rate` of every metric the environment reported: "correct" and "format" for
+    `MathEnv`; for another task, whatever its environment reports."""
+    keys = dict.fromkeys(key for metrics in rollout_metrics(groups) for key in metrics)
+    return {key: metric_rate(groups, key) for key in keys}
 
 
 def split_degenerate_groups(
     groups: list[TrajectoryGroup],
 ) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup]]:
     """Separate groups whose rewards differ (they teach) from groups where all are equal."""
-    kept, degenerate = [], []
+    kept: list[TrajectoryGroup] = []
+    degenerate: list[TrajectoryGroup] = []
     for group in groups:
         rewards = [float(r) for r in group.get_total_rewards()]
         (degenerate if len(set(rewards)) == 1 else kept).append(group)
@@ -68,9 +79,10 @@ def split_degenerate_groups(
 
 
 async def rollout_groups(
-    builders: list[MathGroupBuilder], policy: Any, min_successful: int = 2
+    builders: Sequence[Any], policy: Any, min_successful: int = 2
 ) -> tuple[list[TrajectoryGroup], int]:
-    """Roll out every group concurrently.
+    """Roll out every group concurrently (`builders`: the cookbook's `EnvGroupBuilder`s,
+    each with a `group_size`, such as `MathGroupBuilder`).
 
     A failed rollout (a Sail error, a timeout) is dropped, not retried. A group survives
     while `min_successful` of its rollouts do: for training, two is the least GRPO can
@@ -130,13 +142,13 @@ def train_step_metrics(data: list[Any], learner_logprobs: list[torch.Tensor]) ->
     each target token before the update. Prompt positions (mask 0) are not completion
     tokens and carry no advantage.
     """
-    weights, loss = [], 0.0
+    completion_weights, loss = [], 0.0
     for datum, learner in zip(data, learner_logprobs, strict=True):
         inputs = datum.loss_fn_inputs
         weight = torch.exp(learner - inputs["logprobs"].to_torch())
-        weights.append(weight[inputs["mask"].to_torch() > 0])
+        completion_weights.append(weight[inputs["mask"].to_torch() > 0])
         loss -= float((weight * inputs["advantages"].to_torch()).sum())
-    weights = torch.cat(weights)
+    weights = torch.cat(completion_weights)
     return {
         "optim/loss_sum": loss,
         "optim/importance_weight_mean": float(weights.mean()),
@@ -175,40 +187,39 @@ async def train_on_groups(
 
 async def run_step(
     step: int,
-    rows: list[dict],
+    builders: Sequence[EnvGroupBuilder],
     settings: LoopSettings,
     training_client: Any,
     course: Any,
-) -> dict:
-    """One step of the loop; returns the metrics that notebook 04 logs and plots."""
+) -> tuple[dict, list[TrajectoryGroup]]:
+    """One step of the loop on any task's groups (arithmetic problems, shell tasks...).
+
+    Returns the step's record, which notebook 04 logs and plots, and its rollout groups,
+    for a caller that wants to look into what the policy wrote.
+    """
     started = time.monotonic()
     policy = await snapshot_policy(
         f"{settings.run_name}-step-{step}", settings, training_client, course
     )
     saved = time.monotonic()
 
-    builders = [MathGroupBuilder(row, course.renderer, settings.group_size) for row in rows]
     groups, dropped_rollouts = await rollout_groups(builders, policy)
     await delete_checkpoint(course.service_client, policy.checkpoint_path)  # Sail is done with it
     sampled = time.monotonic()
 
-    well_formed = [m for m in rollout_metrics(groups) if m["format"]]
     training_groups, degenerate_groups = split_degenerate_groups(groups)
-    data, training_metrics = [], {}
+    data: list[Any] = []
+    training_metrics: dict[str, float] = {}
     if training_groups:  # a step with nothing to learn from is skipped, not fatal
         data, _, training_metrics = await train_on_groups(
             training_groups, settings.learning_rate, training_client
         )
     trained = time.monotonic()
 
-    return {
+    record = {
         "step": step,
+        **metric_rates(groups),  # MathEnv's "correct" and "format"
         "reward": mean_reward(groups),
-        "correct": metric_rate(groups, "correct"),
-        "format": metric_rate(groups, "format"),
-        "correct_given_format": (
-            sum(m["correct"] for m in well_formed) / len(well_formed) if well_formed else 0.0
-        ),
         "degenerate_pct": 100.0 * len(degenerate_groups) / len(groups) if groups else 100.0,
         "skipped": not training_groups,
         "datums": len(data),
@@ -220,6 +231,7 @@ async def run_step(
         "train_s": trained - sampled,
         **training_metrics,
     }
+    return record, groups
 
 
 SCORES = ("reward", "correct", "format", "correct_given_format")
@@ -256,7 +268,7 @@ def scores(counts: dict) -> dict:
 
 def first_answers(groups: list[TrajectoryGroup], rows: list[dict], renderer: Any) -> list[dict]:
     """The first sampled answer to each of the first EXAMPLES_KEPT problems, to read."""
-    answered = {}
+    answered: dict[object, tuple[Trajectory, TrajectoryGroup]] = {}
     for group in groups:
         first = group.trajectories_G[0]
         answered.setdefault(first.transitions[-1].logs["question"], (first, group))

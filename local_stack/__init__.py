@@ -1,14 +1,14 @@
 """The local stack: loopback stand-ins for Tinker and Sail, as LocalStack is for AWS.
 
 The real `tinker` and `sail` SDKs talk to it unchanged over HTTP on one 127.0.0.1 port. Two
-processes use this package: the server (everything but `kernel/`), and each kernel or script
-that uses the stack (`kernel/`). The course imports only `local_stack.kernel`, and only from
-`helpers.backend` (`connect("local")` and the calls that read the tiny model) and
-`shell_tasks.sandboxes` (notebook 07's local sandbox).
+processes use this package: the server (everything but `client/`), and each kernel or script
+that uses the stack (`client/`, the services' client side). The course imports only
+`local_stack.client`, and only from `helpers.backend` (`connect("local")` and the calls that
+read the tiny model) and `shell_tasks.sandboxes` (notebook 07's local sandbox).
 
-    kernel/      what runs in a kernel, never in the server: the supervisor that starts and
+    client/      what runs in a kernel, never in the server: the supervisor that starts and
                  stops the server, the watch that stops a cell when it dies, the control
-                 client, the tiny model's files, and the stand-in for Sailboxes (`sandbox/`)
+                 client, the tiny model's files, and the stand-in for Sailboxes (`sailbox/`)
     config       keys, host, storage dir and every environment variable it reads (both sides)
     registry     which processes use the stack, kept in the storage dir (both sides)
     app          the one aiohttp app: mounts each service's sub-app and `/healthz`

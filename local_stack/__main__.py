@@ -34,8 +34,8 @@ def main() -> None:
 def start_for_a_human() -> None:
     """Start the stack (or find it running) and print the variables to export (fake local
     keys only). It keeps running after this command returns."""
+    from local_stack.client.supervisor import ensure_local_stack
     from local_stack.config import idle_seconds
-    from local_stack.kernel.supervisor import ensure_local_stack
 
     stack = ensure_local_stack()
     print(f"local stack running at {stack.url} (pid {stack.pid}); storage {stack.storage_dir}")
@@ -52,8 +52,8 @@ def start_for_a_human() -> None:
 
 
 def print_status() -> None:
+    from local_stack.client.supervisor import running_local_stack
     from local_stack.config import storage_dir
-    from local_stack.kernel.supervisor import running_local_stack
 
     stack = running_local_stack()
     state = f"running at {stack.url} (pid {stack.pid})" if stack else "not running"
@@ -61,8 +61,8 @@ def print_status() -> None:
 
 
 def stop_for_a_human() -> None:
+    from local_stack.client.supervisor import stop_local_stack
     from local_stack.config import storage_dir
-    from local_stack.kernel.supervisor import stop_local_stack
 
     pid = stop_local_stack()
     state = f"stopped (pid {pid})" if pid else "was not running"

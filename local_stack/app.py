@@ -1,7 +1,7 @@
 """The local stack's one HTTP server: Sail and Tinker APIs on a single loopback port.
 
 `python -m local_stack serve --port 0` runs it in the foreground (that is how
-`local_stack.kernel.supervisor` starts it). With port 0 the socket is bound first, so the Tinker
+`local_stack.client.supervisor` starts it). With port 0 the socket is bound first, so the Tinker
 routes know the public URL they must hand out in archive links.
 """
 
@@ -35,13 +35,15 @@ from local_stack.tinker.routes import mount_tinker
 
 STORAGE_DIR = web.AppKey("storage_dir", Path)
 GUARD = web.AppKey("guard", guard.Guard)
-WORK_PENDING = web.AppKey("work_pending", Callable[[], bool])  # queued or running work
+WORK_PENDING = web.AppKey[Callable[[], bool]]("work_pending")  # queued or running work
 
 
 def make_app(public_url: str) -> web.Application:
     """Both APIs plus `GET /healthz`; `app[STORAGE_DIR]` is the persistent storage dir."""
     # Each route reads its body with its own cap (`local_stack.http.read_body`).
-    request_guard = guard.Guard(URL(public_url).port)
+    port = URL(public_url).port
+    assert port is not None, public_url  # an http:// URL has one, 80 if none is written
+    request_guard = guard.Guard(port)
     app = web.Application(middlewares=[request_guard.middleware])
     app[GUARD] = request_guard
     app[STORAGE_DIR] = config.storage_dir()

@@ -23,9 +23,9 @@ def use_local_stand_ins() -> None:
     import huggingface_hub
 
     import helpers.backend as backend
-    from helpers.dataset import arithmetic_dataset
     from kimi import register_offline_kimi_tokenizer
-    from local_stack.kernel.sandbox.sailbox_core import install_local_sailboxes
+    from local_stack.client.dataset import arithmetic_dataset
+    from local_stack.client.sailbox.sailbox_core import install_local_sailboxes
 
     rows = datasets.concatenate_datasets(list(arithmetic_dataset().values()))
     # orca-math has 200k rows; the cloud path takes its first 2,200.

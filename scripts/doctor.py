@@ -143,7 +143,7 @@ def sysctl(name: str) -> str | None:
 def sandbox_problem() -> str | None:
     """The local sandbox's own check (one real sandboxed `true`): None when it works.
     Raises ImportError before the course is installed."""
-    from local_stack.kernel.sandbox.isolation import isolation_problem
+    from local_stack.client.sailbox.isolation import isolation_problem
 
     return isolation_problem()
 

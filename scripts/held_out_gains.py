@@ -25,6 +25,7 @@ import time
 
 import helpers
 from helpers.notebook_parameters import resolve
+from helpers.scoring import MathGroupBuilder
 from helpers.training import compare, evaluate_now, run_step
 
 SETS = {"known facts, not trained": "held_out_known_rows", "unseen facts": "held_out_rows"}
@@ -45,7 +46,8 @@ async def one_run(course, seed: int) -> dict[str, dict]:
     )
     for step in range(cfg.steps):
         rows = random.Random(f"{seed}-{step}").sample(course.train_rows, cfg.groups_per_step)
-        await run_step(step, rows, cfg, training_client, course)
+        builders = [MathGroupBuilder(row, course.renderer, cfg.group_size) for row in rows]
+        await run_step(step, builders, cfg, training_client, course)
     after = await evaluate_now(
         f"gains-{seed}-after", held_out_sets, cfg, cfg.eval_samples, training_client, course
     )

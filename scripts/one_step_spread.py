@@ -17,12 +17,12 @@ import argparse
 import asyncio
 
 import tinker
+from step_effect import measure_one_step  # scripts/step_effect.py, beside this script
 from tinker_cookbook.rl.metrics import compute_kl_sample_train
 
 import helpers
 from helpers.inspect_step import without_mask
 from helpers.notebook_parameters import resolve
-from helpers.step_effect import measure_one_step
 
 NOTEBOOK = "03_one_grpo_step"
 

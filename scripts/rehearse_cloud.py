@@ -37,8 +37,8 @@ from pathlib import Path
 import papermill
 
 from helpers.notebook_parameters import profile
-from local_stack.kernel.control_client import get_stats
-from local_stack.kernel.supervisor import start_local_stack, stop_local_stack
+from local_stack.client.control_client import get_stats
+from local_stack.client.supervisor import start_local_stack, stop_local_stack
 from scripts.cloud_stand_ins import write_kernel_startup
 from scripts.rehearse_tamper import rehearse_tamper_suite
 

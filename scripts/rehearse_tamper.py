@@ -1,6 +1,6 @@
 """The tamper suite (`shell_tasks.tamper`) on the cloud path's code: the course's
 `sailbox_factory`, sail's own `TinkerSandbox` and `Sailbox.exec`, with Sailboxes answered by
-the local stand-in (`local_stack.kernel.sandbox.sailbox_core`). `make rehearse-cloud` runs it
+the local stand-in (`local_stack.client.sailbox.sailbox_core`). `make rehearse-cloud` runs it
 first (`scripts/rehearse_cloud.py`); `python -m scripts.rehearse_tamper` runs it alone.
 
 One line per strategy gives the reward of a wrong answer graded in the policy's own Sailbox
@@ -36,7 +36,7 @@ async def _rewards() -> tuple[dict[str, tuple[float, float]], float]:
 
 def rehearse_tamper_suite() -> int:
     """Run the suite on stand-in Sailboxes in this process; 0 if it holds, else 1."""
-    from local_stack.kernel.sandbox.sailbox_core import install_local_sailboxes
+    from local_stack.client.sailbox.sailbox_core import install_local_sailboxes
 
     os.environ.setdefault("SAIL_API_KEY", "sk_fake_stand_in")  # only Sailbox calls are made
     print("tamper suite on the Sailbox stand-in (sail's TinkerSandbox, bash -lc as root):")

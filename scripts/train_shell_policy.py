@@ -1,6 +1,6 @@
 """Sandboxed RL on the shell task family, outside the notebook: `scripts/train_shell_policy.py`.
 
-Runs notebook 04's loop (`helpers.training`, through `shell_tasks.shell_rl.run_shell_step`)
+Runs notebook 04's loop (`helpers.training.run_step` on `shell_tasks.shell_rl.group_builders`)
 on the local stack with the tiny shell model: every rollout's bash block runs in its own
 local sandbox (`shell_tasks.sandboxes.sandbox_factory("local")`, no network) and
 `grade_in_fresh_sandbox` grades its answer file in another. It prints, and writes to
@@ -60,12 +60,12 @@ def thirds(rewards: list[float]) -> tuple[float, float]:
 async def train_once(settings: ShellRunSettings, seed: int, run_dir: Path) -> dict:
     """One run from the base model: held-out before, `settings.steps` steps, held-out after."""
     import helpers
-    from helpers.training import LoopSettings, bootstrap_interval
-    from local_stack.kernel.control_client import set_knobs
-    from local_stack.kernel.supervisor import start_local_stack
+    from helpers.training import LoopSettings, bootstrap_interval, run_step
+    from local_stack.client.control_client import set_knobs
+    from local_stack.client.supervisor import start_local_stack
     from shell_tasks import task_family
     from shell_tasks.sandboxes import sandbox_factory, sandbox_problem
-    from shell_tasks.shell_rl import evaluate_tasks, run_shell_step, shell_course
+    from shell_tasks.shell_rl import evaluate_tasks, group_builders, scripts_run, shell_course
 
     if (problem := sandbox_problem("local")) is not None:
         raise SystemExit(f"no local sandbox on this machine: {problem}")
@@ -107,9 +107,9 @@ async def train_once(settings: ShellRunSettings, seed: int, run_dir: Path) -> di
                 task_family.write_task(task_family.instance("train", i), tasks_root)
                 for i in indices
             ]
-            record = await run_shell_step(
-                step, task_dirs, loop, training_client, course, factory, scripts_seen
-            )
+            builders = group_builders(task_dirs, factory, settings.group_size, course.model_name)
+            record, groups = await run_step(step, builders, loop, training_client, course)
+            scripts_seen.update(scripts_run(groups))
             log.write(json.dumps(record) + "\n")
             log.flush()
             rewards.append(record["reward"])
@@ -150,7 +150,7 @@ def main() -> None:
     settings = ShellRunSettings(**args)
     # The runs' checkpoints are throwaway: keep them out of the course's storage.
     os.environ["COURSE_LOCAL_STACK_DIR"] = tempfile.mkdtemp(prefix="shell-rl-")
-    from local_stack.kernel.supervisor import stop_local_stack
+    from local_stack.client.supervisor import stop_local_stack
 
     results = []
     try:

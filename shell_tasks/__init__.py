@@ -8,6 +8,6 @@
     task_family      many instances of small shell tasks, generated from a seed per split
     shell_rl         notebook 04's loop on those tasks, each rollout in its own sandbox
 
-The local sandbox (`local_stack.kernel.sandbox`) reads a task's working directory with
+The local sandbox (`local_stack.client.sailbox`) reads a task's working directory with
 `harbor_task.dockerfile_workdir`, as Sail's factory reads the task's image from its layout.
 """

@@ -243,7 +243,7 @@ def _verdict(reward: float | None, tests: SandboxResult) -> Verdict:
     return Verdict(reward, metrics, tests.stdout + tests.stderr)
 
 
-async def run_verifier(sandbox: SandboxInterface, task: HarborTaskDir, timeout: float) -> Verdict:
+async def run_verifier(sandbox: SandboxInterface, task: HarborTaskDir, timeout: int) -> Verdict:
     """Grade the sandbox's current state with the task's tests, following Harbor's contract
     in its shared mode: in the policy's own sandbox, through its login shell. The course
     grades with `grade_in_fresh_sandbox`; this one is kept to show what it prevents.

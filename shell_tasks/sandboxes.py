@@ -159,7 +159,7 @@ async def local_task_sandbox(
     """The local stack's sandbox for the task whose environment is `env_dir`, working in its
     Dockerfile's WORKDIR (the stack reads no task files). Module-level, so a
     `functools.partial` of it pickles into rollout workers."""
-    from local_stack.kernel.sandbox import local_sandbox_factory  # the cloud path never loads it
+    from local_stack.client.sailbox import local_sandbox_factory  # the cloud path never loads it
 
     workdir = dockerfile_workdir(Path(env_dir))
     return await local_sandbox_factory(env_dir, timeout_seconds, workdir=workdir, **settings)
@@ -187,6 +187,6 @@ def sandbox_problem(backend: str) -> str | None:
     check_backend(backend)
     if backend == "cloud":
         return None
-    from local_stack.kernel.sandbox.isolation import isolation_problem
+    from local_stack.client.sailbox.isolation import isolation_problem
 
     return isolation_problem()

@@ -1,13 +1,13 @@
-"""Notebook 04's loop with sandboxed rollouts: one GRPO step over shell tasks, and their
-held-out evaluation.
+"""Notebook 04's loop on shell tasks: their group builders for `helpers.training.run_step`,
+and their held-out evaluation.
 
-Everything but the environment is notebook 04's (`helpers.training`): the snapshot Sail
-samples from, `rollout_groups` (the cookbook's `do_group_rollout` per group), the degenerate
-group split, `train_on_groups`, the bootstrap intervals. The environment is
-`ShellTaskGroupBuilder`: each rollout gets its own sandbox from `sandbox_factory`
-(`factory(env_dir, timeout_seconds)`, `sail.tinker_sandbox_factory`'s shape), a group's
-sandboxes are created together, and `grade_in_fresh_sandbox` grades each rollout's answer
-file in one more sandbox, out of the policy's reach.
+Everything but the environment is notebook 04's (`helpers.training`): `run_step` takes
+these groups as it takes arithmetic ones, and the evaluation uses its `rollout_groups` and
+bootstrap intervals. The environment is `ShellTaskGroupBuilder`: each rollout gets its own
+sandbox from `sandbox_factory` (`factory(env_dir, timeout_seconds)`,
+`sail.tinker_sandbox_factory`'s shape), a group's sandboxes are created together, and
+`grade_in_fresh_sandbox` grades each rollout's answer file in one more sandbox, out of the
+policy's reach.
 
 Locally the policy is the tiny shell model, `course/tiny-shell`; in the cloud, Kimi K2.6
 itself (`policy_model_name`).
@@ -16,26 +16,14 @@ itself (`policy_model_name`).
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from helpers.cost import sampled_tokens
+from tinker_cookbook.rl.types import TrajectoryGroup
+
 from helpers.params import check_backend
-from helpers.training import (
-    COUNTS,
-    LoopSettings,
-    delete_checkpoint,
-    mean_reward,
-    metric_rate,
-    rollout_groups,
-    scores,
-    snapshot_policy,
-    split_degenerate_groups,
-    train_on_groups,
-)
+from helpers.training import COUNTS, rollout_groups, scores
 from kimi import MODEL_NAME, RENDERER_NAME
 from shell_tasks.shell_env import SandboxFactory, ShellTaskGroupBuilder
 
@@ -85,56 +73,14 @@ def group_builders(
     ]
 
 
-async def run_shell_step(
-    step: int,
-    task_dirs: Sequence[Path],
-    settings: LoopSettings,
-    training_client: Any,
-    course: Any,
-    sandbox_factory: SandboxFactory,
-    scripts_seen: Counter[str] | None = None,
-) -> dict:
-    """One step of notebook 04's loop on shell tasks; returns what it logs (with `reward`).
-
-    `scripts_seen`, if given, counts every script the policy ran, to read what it tried."""
-    started = time.monotonic()
-    policy = await snapshot_policy(
-        f"{settings.run_name}-step-{step}", settings, training_client, course
-    )
-    saved = time.monotonic()
-    builders = group_builders(task_dirs, sandbox_factory, settings.group_size, course.model_name)
-    groups, dropped_rollouts = await rollout_groups(builders, policy)
-    await delete_checkpoint(course.service_client, policy.checkpoint_path)
-    sampled = time.monotonic()
-    if scripts_seen is not None:
-        scripts_seen.update(
-            t.transitions[-1].logs["script"]
-            for g in groups
-            for t in g.trajectories_G
-            if "script" in t.transitions[-1].logs
-        )
-    training_groups, degenerate_groups = split_degenerate_groups(groups)
-    data, training_metrics = [], {}
-    if training_groups:
-        data, _, training_metrics = await train_on_groups(
-            training_groups, settings.learning_rate, training_client
-        )
-    trained = time.monotonic()
-    return {
-        "step": step,
-        "reward": mean_reward(groups),
-        "has_bash_block": metric_rate(groups, "has_bash_block"),
-        "grading_error": metric_rate(groups, "grading_error"),
-        "degenerate_pct": 100.0 * len(degenerate_groups) / len(groups) if groups else 100.0,
-        "skipped": not training_groups,
-        "datums": len(data),
-        "dropped_rollouts": dropped_rollouts,
-        "sampled_tokens": sampled_tokens(groups),
-        "save_s": saved - started,
-        "sample_s": sampled - saved,
-        "train_s": trained - sampled,
-        **training_metrics,
-    }
+def scripts_run(groups: Sequence[TrajectoryGroup]) -> list[str]:
+    """Every script the policy ran in `groups` (a rollout with no bash block ran none)."""
+    return [
+        str(t.transitions[-1].logs["script"])
+        for g in groups
+        for t in g.trajectories_G
+        if "script" in t.transitions[-1].logs
+    ]
 
 
 async def evaluate_tasks(
@@ -154,7 +100,7 @@ async def evaluate_tasks(
         rewards = group.get_total_rewards()
         for trajectory, reward in zip(group.trajectories_G, rewards, strict=True):
             last = trajectory.transitions[-1]  # ShellTaskEnv logs which task it graded
-            task, metrics = problems[index[last.logs["task"]]], last.metrics
+            task, metrics = problems[index[str(last.logs["task"])]], last.metrics
             task["samples"] += 1
             task["reward"] += reward
             task["correct"] += metrics["test_passed"]

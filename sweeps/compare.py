@@ -16,6 +16,7 @@ of freedom), not 1.96: with a handful of seeds the normal quantile is far too na
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -91,10 +92,10 @@ def score_half_width(scores: dict, metric: str) -> float:
 def gain_half_width(before: dict, after: dict, metric: str) -> float:
     """± this much around after - before is the gain's 95% interval, pairing each problem's
     before and after (NaN without counts for the same problems on both sides)."""
-    problems = before.get("problems"), after.get("problems")
-    if not all(problems) or len(problems[0]) != len(problems[1]):
+    first, second = before.get("problems"), after.get("problems")
+    if not first or not second or len(first) != len(second):
         return math.nan
-    errors = [residuals(p, metric) for p in problems]
+    errors = residuals(first, metric), residuals(second, metric)
     return half_width(None if errors[0] is None or errors[1] is None else errors[1] - errors[0])
 
 
@@ -115,7 +116,7 @@ def comparison_table(runs: list[Run], metric: str = "reward") -> pd.DataFrame:
     differ, sets = differing_settings(runs), held_out_sets(runs)
     rows = []
     for run in runs:
-        row = {"run": run.name, **{name: run.settings.get(name) for name in differ}}
+        row: dict[str, Any] = {"run": run.name, **{n: run.settings.get(n) for n in differ}}
         row["steps"] = run.completed_steps
         before, after = run.before(), run.after() or {}
         for name in sets:

@@ -13,7 +13,7 @@ from pathlib import Path
 import papermill
 from traitlets.config import Config
 
-from local_stack.kernel.supervisor import ensure_local_stack, running_local_stack, stop_local_stack
+from local_stack.client.supervisor import ensure_local_stack, running_local_stack, stop_local_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 # ipykernel warns at every start that its TCP sockets are not encrypted, and names the fix:

@@ -41,6 +41,7 @@ import sys
 import time
 import tomllib
 from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from helpers.cost import DEFAULT_BUDGET_SAMPLED_TOKENS
@@ -215,7 +216,7 @@ class Sweep:
     def __init__(self, runs: list[PlannedRun], jobs: int) -> None:
         self.runs, self.jobs = runs, jobs
         self.waiting = [r for r in runs if not read_run(RUNS_DIR / r.name).is_finished(r.steps)]
-        self.running: dict[str, tuple[PlannedRun, multiprocessing.Process, float]] = {}
+        self.running: dict[str, tuple[PlannedRun, BaseProcess, float]] = {}
         self.finished = [r.name for r in runs if r not in self.waiting]
         self.failed: list[str] = []
         self.durations: list[float] = []  # of the runs this sweep ran to the end

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from kimi import offline_kimi_renderer
-from local_stack.engine.model import load_base_model
-from local_stack.kernel.supervisor import (
+from local_stack.client.supervisor import (
     LocalStack,
     server_processes,
     start_local_stack,
     stop_local_stack,
 )
+from local_stack.engine.model import load_base_model
 from tests.notebook_support import kernel_env
 from tests.sweep_support import write_fixture_runs
 

@@ -141,8 +141,8 @@ def step_record(run_name: str, step: int, learning_rate: float) -> dict:
     jitter = random.Random(f"{run_name}-{step}").uniform(-0.08, 0.08)
     reward = round(0.15 + learning_rate * 20 * step + jitter, 4)
     return {
-        "step": step, "reward": reward, "correct": reward, "format": 0.9,
-        "correct_given_format": reward / 0.9, "degenerate_pct": 25.0, "skipped": False,
+        "step": step, "correct": reward, "format": 0.9, "reward": reward,
+        "degenerate_pct": 25.0, "skipped": False,
         "datums": 24, "dropped_rollouts": 0, "sampled_tokens": 600, "save_s": 0.05,
         "sample_s": 0.4, "train_s": 0.3, "advantage_abs_mean": 0.3, "optim/grad_norm": 2.0,
         "optim/learning_rate": learning_rate, "optim/loss_sum": -1.0,

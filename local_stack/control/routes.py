@@ -20,7 +20,7 @@ from local_stack.http import CLIENT, ApiError, ServiceStyle, bearer_client, read
 MAX_BODY_BYTES = 64 * 1024
 
 KNOBS = web.AppKey("knobs", ClientKnobs)
-STATS = web.AppKey("stats", Callable[[], dict])
+STATS = web.AppKey[Callable[[], dict]]("stats")
 
 CONTROL_STYLE = ServiceStyle(
     name="control",

@@ -171,14 +171,14 @@ async def run_compute_sliced(work: Generator[None, None, T], *, client: str = ST
     running `work` in one go.
     """
     while True:
-        finished, value = await run_compute(_advance, work, client=client)
-        if finished:
-            return value
+        if finished := await run_compute(_advance, work, client=client):
+            return finished[0]
 
 
-def _advance(work: Generator[None, None, T]) -> tuple[bool, T | None]:
+def _advance(work: Generator[None, None, T]) -> list[T]:
+    """Run `work` to its next `yield`: [] while it has more to do, then [what it returned]."""
     try:
         next(work)
     except StopIteration as stop:
-        return True, stop.value
-    return False, None
+        return [stop.value]
+    return []

@@ -35,7 +35,7 @@ class CompactVocab:
         """Real id of each compact id, in compact order (index 0 is the unknown token)."""
         return list(self._real_of_compact)
 
-    def to_compact(self, real_ids: Sequence[int]) -> list[int]:
+    def to_compact(self, real_ids: Iterable[int]) -> list[int]:
         return [self._compact_of_real.get(int(i), UNK_COMPACT_ID) for i in real_ids]
 
     def to_real(self, compact_ids: Sequence[int]) -> list[int]:

@@ -20,7 +20,6 @@ import lzma
 import tarfile
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO
 
 import aiohttp
 
@@ -130,13 +129,16 @@ def _check_member(member: tarfile.TarInfo, count: int, expanded: int) -> None:
 
 
 def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
-    data = tar.extractfile(member).read()
+    extracted = tar.extractfile(member)
+    if extracted is None:  # refused before reading: only regular files get here
+        raise ApiError(f"the LoRA archive member {member.name!r} is not a file", param=_PARAM)
+    data = extracted.read()
     if len(data) != member.size:
         raise ApiError(f"the LoRA archive is truncated inside {member.name!r}", param=_PARAM)
     return data
 
 
-def _decompressed(archive: bytes) -> BinaryIO:
+def _decompressed(archive: bytes) -> io.BufferedIOBase:
     """The archive's tar stream, decompressing by its magic bytes."""
     raw = io.BytesIO(archive)
     if archive.startswith(b"\x1f\x8b"):
@@ -154,7 +156,7 @@ class _CappedReader(io.RawIOBase):
 
     LIMIT = MAX_EXPANDED_BYTES + (MAX_MEMBERS + 4) * 2 * tarfile.BLOCKSIZE
 
-    def __init__(self, inner: BinaryIO) -> None:
+    def __init__(self, inner: io.BufferedIOBase) -> None:
         self._inner = inner
         self._read = 0
 

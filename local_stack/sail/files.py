@@ -123,7 +123,9 @@ async def read_upload(request: web.Request) -> tuple[str, str, bytes]:
     try:
         reader = await request.multipart()
         while (part := await reader.next()) is not None:
-            if not isinstance(part, BodyPartReader) or part.name not in ("file", "purpose"):
+            if not isinstance(part, BodyPartReader):
+                raise ApiError("a nested multipart is not a form field; send `file` and `purpose`")
+            if part.name not in ("file", "purpose"):
                 raise ApiError(
                     f"unexpected form field {str(part.name)[:80]!r}; send `file` and `purpose` only"
                 )

@@ -20,7 +20,7 @@ are per organisation: each client lists, reads, deletes and samples with its own
 only, and another client's name or id answers 404 as if it did not exist. A LoRA is built
 only from its own client's files.
 
-Validation reuses the checks of the Tinker-archive path (`adapters.parse_adapter_config`,
+Validation reuses the checks of the Tinker-archive path (`lora_config.parse_adapter_config`,
 `adapters.apply_adapter`), then runs one forward pass of the adapted model.
 """
 
@@ -38,8 +38,9 @@ import torch
 
 from local_stack.engine.compute import run_compute
 from local_stack.http import ApiError
-from local_stack.sail.adapters import Adapter, apply_adapter, parse_adapter_config
+from local_stack.sail.adapters import Adapter, apply_adapter
 from local_stack.sail.files import FileStore
+from local_stack.sail.lora_config import parse_adapter_config
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]")
 MAX_LORAS = 16  # each holds a PEFT-wrapped copy of the tiny model

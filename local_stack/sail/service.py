@@ -155,7 +155,7 @@ class SailService:
         if request.lora is not None:
             if fault == "checkpoint_expired" and isinstance(request.lora, LoraSource):
                 self.expire_checkpoint(request.lora.source)
-            adapter = await self._adapter(request, lane)
+            adapter = await self._adapter(request.lora, request, lane)
             if isinstance(request.lora, LoraSource) and request.lora.name is not None:
                 self.lora_names.record(client, request.lora.name, adapter.digest)
             trained_on = adapter.config.get("base_model_name_or_path", request.model)
@@ -238,12 +238,14 @@ class SailService:
     def queued_body(self, stored: StoredResponse) -> dict[str, Any]:
         return wire.pending(stored.envelope(), "queued")
 
-    async def _adapter(self, request: SamplingRequest, lane: str) -> Adapter:
-        """An uploaded LoRA by name or id, or a Tinker archive by URL (fetched and loaded in
-        `lane`'s download slots and turns)."""
-        if isinstance(request.lora, NamedLora):
-            return self.loras.adapter_for(request.client, request.lora.name_or_id, request.model)
-        return await self.adapters.get(request.lora, lane)
+    async def _adapter(
+        self, lora: LoraSource | NamedLora, request: SamplingRequest, lane: str
+    ) -> Adapter:
+        """`request`'s LoRA: an uploaded one by name or id, or a Tinker archive by URL (fetched
+        and loaded in `lane`'s download slots and turns)."""
+        if isinstance(lora, NamedLora):
+            return self.loras.adapter_for(request.client, lora.name_or_id, request.model)
+        return await self.adapters.get(lora, lane)
 
     async def wait(self, stored: StoredResponse) -> dict[str, Any]:
         """The response's current body; waits up to LONG_POLL_SECONDS for it to finish.
@@ -276,6 +278,7 @@ class SailService:
             return wire.ended_without_output(
                 base, stored.fault, ENDING_FAULTS[stored.fault], message
             )
+        assert stored.job is not None  # only a fault ends a response without sampling
         error = stored.job.done.exception()
         if error is not None:
             return wire.ended_without_output(

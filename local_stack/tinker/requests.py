@@ -167,9 +167,8 @@ def decoded(read: Callable[[bytes], Queued], parse: Callable[[Any], Any], body: 
 
 def _queued(model_id: object, seq_id: object, message: M) -> Queued[M]:
     """Only a seq_id the SDK could have sent: from 1 (None in JSON: the model's next)."""
-    if seq_id is not None:
-        check_int("seq_id", seq_id, 1, MAX_SEQ_ID)
-    return Queued(check_id("model_id", model_id), seq_id, message)
+    checked = None if seq_id is None else check_int("seq_id", seq_id, 1, MAX_SEQ_ID)
+    return Queued(check_id("model_id", model_id), checked, message)
 
 
 @dataclass(frozen=True)

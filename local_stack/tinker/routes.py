@@ -48,8 +48,15 @@ from local_stack.http import (
 )
 from local_stack.lanes import Lanes
 from local_stack.tinker import requests, wire
+from local_stack.tinker.futures import Job
 from local_stack.tinker.requests import Queued
-from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
+from local_stack.tinker.service import (
+    SessionFinished,
+    StepPart,
+    TinkerService,
+    TrainingModel,
+    UnknownId,
+)
 
 API_PREFIX = "/api/v1"
 ARCHIVE_ROUTE = "/tinker/archives"
@@ -219,7 +226,7 @@ async def get_info(request: web.Request) -> web.Response:
 def _queued(
     read: Callable[[bytes], Queued],
     parse: Callable[[Any], Any],
-    plan: Callable[[TinkerService, TrainingModel, Any], Callable[[], object]],
+    plan: Callable[[TinkerService, TrainingModel, Any], Job | StepPart],
     max_bytes: int = MAX_BODY_BYTES,
 ) -> Handler:
     """A handler for a request to a model: `read` its position, queue `plan(parse(rest))`.

@@ -249,7 +249,7 @@ class TinkerService:
 
     def model(self, model_id: str | None, client: str) -> TrainingModel:
         """The client's own model; another client's is as unknown as one never created."""
-        model = self.models.get(model_id)
+        model = None if model_id is None else self.models.get(model_id)
         if model is None or model.owner != client:
             raise UnknownId(f"unknown model_id {model_id!r:.80}: create a training client first")
         return model
@@ -271,7 +271,7 @@ class TinkerService:
         the `train_latency` that `client`, who sends its optim_step, has set.
         """
         model = self.model(model_id, client)
-        if seq_id in model.answered and model.answered[seq_id][0] == digest:
+        if seq_id is not None and seq_id in model.answered and model.answered[seq_id][0] == digest:
             return model.answered[seq_id][1]
         seq_id = model.sequencer.claim(seq_id)
         try:
@@ -305,9 +305,9 @@ class TinkerService:
         started, model.step_started_at = model.step_started_at, None
         await future.complete_with(job.job, lane, not_before=started + job.train_latency)
 
-    async def result(self, request_id: str, wait_seconds: float, client: str) -> Result | None:
-        """The result of the client's request, waiting up to `wait_seconds` for it (None:
-        not yet)."""
+    async def result(self, request_id: str, wait_seconds: float, client: str) -> object:
+        """The result of the client's request (what its job returned, a `Result`, or an error
+        dict), waiting up to `wait_seconds` for it (None: not yet)."""
         future = self.futures.get(request_id)
         if future is None or future.owner != client:
             raise UnknownId(f"unknown request_id {request_id!r:.80}")

@@ -136,7 +136,7 @@ def test_an_absurd_simulated_latency_is_refused_in_one_sentence(local_stack) -> 
     from types import SimpleNamespace
 
     from helpers.backend import Course
-    from local_stack.kernel.control_client import get_knobs
+    from local_stack.client.control_client import get_knobs
 
     before = get_knobs(local_stack.url)
     with pytest.raises(CourseConfigError, match=r"^latency must be a number between"):

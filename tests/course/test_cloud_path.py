@@ -25,8 +25,9 @@ CHILD = r"""
 import asyncio, json
 import datasets
 import helpers.backend as backend
-from helpers.dataset import arithmetic_dataset
+from local_stack.client.dataset import arithmetic_dataset
 from kimi import register_offline_kimi_tokenizer
+from helpers.scoring import MathGroupBuilder
 from helpers.training import LoopSettings, evaluate, run_step
 from helpers.serving import sail_policy
 
@@ -48,7 +49,8 @@ async def main():
         run_name="cloud-path", group_size=4, learning_rate=2e-3, max_tokens=32,
         temperature=1.0, completion_window="balanced",
     )
-    record = await run_step(0, course.train_rows[:4], settings, client, course)
+    builders = [MathGroupBuilder(row, course.renderer, 4) for row in course.train_rows[:4]]
+    record, _ = await run_step(0, builders, settings, client, course)
     policy = await sail_policy(
         client, course.service_client, course.adapter_config, "cloud-path-eval",
         model_name=course.model_name, max_tokens=32, temperature=1.0,

@@ -16,7 +16,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from local_stack.kernel.sandbox.isolation import ResourceLimits
+from local_stack.client.sailbox.isolation import ResourceLimits
 from tests.containment_support import containment_table
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_sandboxed_rollouts.ipynb"

@@ -33,7 +33,7 @@ from helpers.cost import (
 )
 from helpers.errors import CourseConfigError
 from helpers.notebook_parameters import backend_defaults
-from local_stack.kernel.control_client import get_stats
+from local_stack.client.control_client import get_stats
 from shell_tasks.tamper import STRATEGIES
 from tests.check_cells_support import run_check_cells
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from helpers.dataset import all_problems, arithmetic_dataset
+from local_stack.client.dataset import all_problems, arithmetic_dataset
 
 EQUATION = re.compile(r"(\d+) ([+-]) (\d+) = (\d+)")
 

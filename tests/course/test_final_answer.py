@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.dataset import orca_format_rows
+from helpers.orca_answers import orca_format_rows
 from helpers.scoring import NUMBER, extract_boxed, final_answer, normalize_answer
 
 ROWS = [
@@ -78,7 +78,7 @@ def test_final_answer_beats_the_last_number_on_the_table() -> None:
 
 
 def test_a_local_dataset_solution_still_gives_its_result() -> None:
-    from helpers.dataset import arithmetic_dataset
+    from local_stack.client.dataset import arithmetic_dataset
 
     for row in arithmetic_dataset()["train"].select(range(50)):
         result = row["answer"].rsplit("= ", 1)[1].split()[0].rstrip(".")  # "... = 14 pens."
@@ -129,13 +129,13 @@ def test_notebook_01_states_the_miss_rate_from_the_file(monkeypatch) -> None:
     import nbformat
     import pandas as pd
 
-    from helpers import dataset
+    from helpers import orca_answers
 
     root = Path(__file__).resolve().parents[2]
     cells = nbformat.read(root / "notebooks" / "01_scoring.ipynb", as_version=4).cells
     [source] = [c.source for c in cells if "orca_format_rows()" in c.source]
     rows = ORCA_ROWS[:10]  # another count than the file's, so no figure can be pasted
-    monkeypatch.setattr(dataset, "orca_format_rows", lambda: rows)
+    monkeypatch.setattr(orca_answers, "orca_format_rows", lambda: rows)
     shown: list = []
     namespace = {"final_answer": final_answer, "same": right, "last_number": last_number}
     exec(source.replace("display(", "shown.append("), {**namespace, "pd": pd, "shown": shown})  # noqa: S102

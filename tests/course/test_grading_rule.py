@@ -15,7 +15,7 @@ from tinker_cookbook.rl.rollouts import do_group_rollout
 
 from helpers.scoring import GuideMathEnv, MathEnv, MathGroupBuilder, graded_text
 from kimi import MODEL_NAME, RENDERER_NAME, offline_kimi_tokenizer, register_offline_kimi_tokenizer
-from local_stack.kernel.sandbox import local_sandbox_factory
+from local_stack.client.sailbox import local_sandbox_factory
 from shell_tasks.shell_env import ShellTaskGroupBuilder
 from tests.replies_support import Replies, in_reply_order
 

@@ -25,8 +25,8 @@ import tinker
 from tinker import types
 
 from kimi import MODEL_NAME
-from local_stack.kernel.control_client import set_knobs
-from local_stack.kernel.supervisor import start_local_stack
+from local_stack.client.control_client import set_knobs
+from local_stack.client.supervisor import start_local_stack
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # tinker deprecates archive URLs
 
@@ -132,9 +132,10 @@ RL_MIN_GAIN = 0.15
 
 
 def test_a_short_rl_run_raises_the_reward_on_the_problems_it_trains_on(local_stack, renderer):
-    from helpers.dataset import arithmetic_dataset
+    from helpers.scoring import MathGroupBuilder
     from helpers.serving import sail_policy
     from helpers.training import LoopSettings, evaluate, run_step
+    from local_stack.client.dataset import arithmetic_dataset
 
     start_local_stack()
     rows = arithmetic_dataset()["train"].to_list()[:RL_PROBLEMS]
@@ -170,7 +171,8 @@ def test_a_short_rl_run_raises_the_reward_on_the_problems_it_trains_on(local_sta
         before = await score("learning-test-before")
         for step in range(RL_STEPS):
             set_knobs(local_stack.url, seed=100 + step)
-            await run_step(step, rows, settings, training_client, course)
+            builders = [MathGroupBuilder(row, renderer, RL_GROUP_SIZE) for row in rows]
+            await run_step(step, builders, settings, training_client, course)
         return before, await score("learning-test-after")
 
     set_knobs(local_stack.url, latency=0.0, faults={})

@@ -13,7 +13,7 @@ import pytest
 from tinker_cookbook.rl.train import train_step
 
 from helpers.errors import CourseConfigError
-from helpers.step_effect import measure_one_step
+from scripts.step_effect import measure_one_step
 from tests.check_cells_support import run_check_cells
 
 NOTEBOOK = "03_one_grpo_step.ipynb"

@@ -180,7 +180,7 @@ def test_cloud_ranges_follow_the_cloud_data(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_data_sizes_are_the_data_connect_loads() -> None:
     from helpers import backend
-    from helpers.dataset import arithmetic_dataset
+    from local_stack.client.dataset import arithmetic_dataset
 
     local = arithmetic_dataset()
     assert params.TRAIN_PROBLEMS["local"] == len(local["train"])

@@ -27,7 +27,7 @@ from helpers.serving import (
     SailKeyRefusedError,
     sail_policy,
 )
-from local_stack.kernel.control_client import get_stats, reset_knobs, set_knobs
+from local_stack.client.control_client import get_stats, reset_knobs, set_knobs
 
 MODEL = "moonshotai/Kimi-K2.6"
 
@@ -43,7 +43,7 @@ def faults(local_stack, monkeypatch) -> Iterator[Any]:
 @pytest.fixture
 def policy_and_prompt(local_stack, renderer) -> Iterator[Any]:
     """A fresh checkpoint served by `sail_policy`, and one training prompt."""
-    from helpers.dataset import arithmetic_dataset
+    from local_stack.client.dataset import arithmetic_dataset
 
     service_client = tinker.ServiceClient()
     training_client = service_client.create_lora_training_client(base_model=MODEL, rank=32)

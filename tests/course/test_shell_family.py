@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tinker_cookbook.rl.rollouts import do_group_rollout
 
-from local_stack.kernel.sandbox import local_sandbox_factory
+from local_stack.client.sailbox import local_sandbox_factory
 from shell_tasks import task_family
 from shell_tasks.harbor_task import load_harbor_task
 from shell_tasks.shell_rl import group_builders, policy_model_name

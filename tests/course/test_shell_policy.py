@@ -10,13 +10,13 @@ import tinker
 
 import helpers
 from helpers.serving import sail_policy
-from helpers.training import LoopSettings
+from helpers.training import LoopSettings, run_step
 from kimi import MODEL_NAME
 from local_stack.engine.model import BASE_MODEL_DIRS, SHELL_MODEL_NAME, load_base_model
 from shell_tasks import task_family
 from shell_tasks.sandboxes import sandbox_factory
 from shell_tasks.shell_env import task_messages
-from shell_tasks.shell_rl import LOCAL_SHELL_MODEL, run_shell_step, shell_course
+from shell_tasks.shell_rl import LOCAL_SHELL_MODEL, group_builders, scripts_run, shell_course
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # tinker deprecates archive URLs
 
@@ -89,18 +89,18 @@ def test_both_base_models_train_and_sample_by_name(local_stack, tmp_path) -> Non
 
 
 def test_one_sandboxed_step_of_notebook_04s_loop_trains(local_stack, tmp_path) -> None:
-    async def scenario() -> dict:
+    async def scenario() -> tuple[dict, list]:
         course = shell_course(helpers.connect("local"))
         training_client = await course.service_client.create_lora_training_client_async(
             base_model=course.model_name, rank=course.adapter_config["r"], seed=0
         )
         settings = LoopSettings("shell-step", 8, 2e-3, 40, 1.0, "balanced")
         task_dirs = task_family.write_tasks("train", 4, tmp_path)
-        return await run_shell_step(
-            0, task_dirs, settings, training_client, course, sandbox_factory("local")
-        )
+        builders = group_builders(task_dirs, sandbox_factory("local"), 8, course.model_name)
+        return await run_step(0, builders, settings, training_client, course)
 
-    record = asyncio.run(scenario())
+    record, groups = asyncio.run(scenario())
+    assert len(scripts_run(groups)) == 32 * record["has_bash_block"]
     assert 0.0 <= record["reward"] <= 1.0 and record["dropped_rollouts"] == 0
     assert record["grading_error"] == 0.0 and record["has_bash_block"] > 0.5
     # 4 groups of 8 from a base model right a third of the time: some group varies.

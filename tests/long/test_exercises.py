@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from local_stack.kernel.supervisor import stop_local_stack
+from local_stack.client.supervisor import stop_local_stack
 from tests.notebook_support import (
     ROOT,
     assert_no_key_leaks,

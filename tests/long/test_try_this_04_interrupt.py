@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from local_stack.kernel.supervisor import stop_local_stack
+from local_stack.client.supervisor import stop_local_stack
 from tests.kernel_support import run, started_kernel
 from tests.notebook_support import NOTEBOOKS, SMALL_PARAMETERS, kernel_env, metrics_steps
 

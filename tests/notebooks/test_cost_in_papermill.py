@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from helpers.cost import describe_sandboxes
-from local_stack.kernel.control_client import get_stats
+from local_stack.client.control_client import get_stats
 from shell_tasks.tamper import STRATEGIES
 from tests.cloud_support import cloud_kernel_env
 from tests.notebook_support import finish, papermill
@@ -110,8 +110,8 @@ SANDBOX_LOG = """
 import functools
 import os
 
-import local_stack.kernel.sandbox
-import local_stack.kernel.sandbox.local_sandbox as module
+import local_stack.client.sailbox
+import local_stack.client.sailbox.local_sandbox as module
 
 _create = module.local_sandbox_factory
 
@@ -124,7 +124,7 @@ async def local_sandbox_factory(env_dir, timeout_seconds=None, **settings):
 
 
 module.local_sandbox_factory = local_sandbox_factory
-local_stack.kernel.sandbox.local_sandbox_factory = local_sandbox_factory
+local_stack.client.sailbox.local_sandbox_factory = local_sandbox_factory
 """
 
 
@@ -132,7 +132,7 @@ def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
     shared_stack_env: dict, tmp_path: Path
 ) -> None:
     """What the check cell says of sandboxes is what the notebook then creates."""
-    from local_stack.kernel.sandbox.isolation import isolation_problem
+    from local_stack.client.sailbox.isolation import isolation_problem
 
     if (problem := isolation_problem()) is not None:
         pytest.skip(f"no local sandbox here: {problem}")

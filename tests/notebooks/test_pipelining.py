@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 
-from local_stack.kernel.control_client import get_knobs, get_stats
+from local_stack.client.control_client import get_knobs, get_stats
 from tests.cloud_support import cloud_kernel_env
 from tests.notebook_support import (
     all_text_under,

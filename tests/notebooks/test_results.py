@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from local_stack.kernel.supervisor import stop_local_stack
+from local_stack.client.supervisor import stop_local_stack
 from tests.notebook_support import kernel_env, printed, run, small, succeeded
 
 NOTEBOOK_03 = "04_training_loop.ipynb"

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 
 from local_stack import config, registry
-from local_stack.kernel.control_client import get_knobs
+from local_stack.client.control_client import get_knobs
 from tests.knobs_support import config_of, stack_default
 from tests.notebook_support import small
 from tests.wait_support import wait_until

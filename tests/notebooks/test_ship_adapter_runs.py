@@ -13,11 +13,12 @@ from types import SimpleNamespace
 import nbformat
 import tinker
 
-from helpers.dataset import arithmetic_dataset
+from helpers.scoring import MathGroupBuilder
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from helpers.training import LoopSettings, run_step
+from local_stack.client.control_client import get_stats
+from local_stack.client.dataset import arithmetic_dataset
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME
-from local_stack.kernel.control_client import get_stats
 from tests.cloud_support import cloud_kernel_env
 from tests.notebook_support import (
     all_text_under,
@@ -110,5 +111,6 @@ async def _train_and_save_state(renderer) -> str:
     )
     rows = arithmetic_dataset()["train"].to_list()
     for step in range(2):
-        await run_step(step, rows[8 * step : 8 * step + 8], settings, client, course)
+        builders = [MathGroupBuilder(row, renderer, 8) for row in rows[8 * step : 8 * step + 8]]
+        await run_step(step, builders, settings, client, course)
     return (await (await client.save_state_async("seeded-state"))).path

@@ -15,7 +15,7 @@ from helpers.notebook_parameters import resolve
 from helpers.scoring import MathEnv, final_answer
 from kimi import offline_kimi_tokenizer
 from local_stack.http import ApiError
-from local_stack.sail.adapters import INVALID_RANK, check_lora_config
+from local_stack.sail.lora_config import INVALID_RANK, check_lora_config
 from tests.notebook_source import (
     NOTEBOOK_NAMES,
     ROOT,

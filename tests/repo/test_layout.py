@@ -1,55 +1,45 @@
-"""The seam between the course and the local stack, as issue 9 draws it: the stack imports
-nothing from the course, and `helpers` loads the stack only inside the calls that use it,
-so that the cloud path never does."""
+"""What the import contracts (`lint-imports`, pyproject.toml) cannot see: when an import runs,
+and the notebooks, which are not Python files.
+
+The cloud path must not start, or even load, the local stack: `helpers` imports it only
+inside the calls that use it (`connect("local")` and the tiny model's files)."""
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+import nbformat
+
 ROOT = Path(__file__).resolve().parents[2]
-COURSE_PACKAGES = ("helpers", "shell_tasks", "sweeps", "bench", "scripts", "tests")
+# A line of a cell that imports the stack: `import local_stack...` or `from local_stack...`.
+STACK_IMPORT = re.compile(r"^\s*(?:import|from)\s+local_stack\b", re.MULTILINE)
 
 
-def imported(node: ast.AST) -> Iterator[str]:
-    """The top-level package of every import statement in `node`, however deep."""
-    for child in ast.walk(node):
-        if isinstance(child, ast.Import):
-            yield from (alias.name.split(".")[0] for alias in child.names)
-        elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
-            yield child.module.split(".")[0]
+def test_importing_every_helpers_module_loads_no_part_of_the_stack() -> None:
+    script = (
+        "import importlib, pkgutil, sys, helpers\n"
+        "for module in pkgutil.iter_modules(helpers.__path__):\n"
+        "    importlib.import_module(f'helpers.{module.name}')\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'local_stack'))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "[]"
 
 
-def parsed(package: str) -> Iterator[tuple[Path, ast.Module]]:
-    for path in sorted((ROOT / package).rglob("*.py")):
-        yield path.relative_to(ROOT), ast.parse(path.read_text(), str(path))
-
-
-def test_the_stack_imports_nothing_from_the_course() -> None:
-    found = {
-        f"{path}: {name}"
-        for path, module in parsed("local_stack")
-        for name in imported(module)
-        if name in COURSE_PACKAGES
-    }
+def test_no_notebook_imports_the_stack() -> None:
+    """The course reaches the stack through `helpers.backend` alone (its contract in
+    pyproject.toml), in the notebooks too."""
+    found = [
+        f"{path.name}: {match.group().strip()}"
+        for path in sorted((ROOT / "notebooks").glob("*.ipynb"))
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == "code"
+        for match in STACK_IMPORT.finditer(cell.source)
+    ]
     assert not found
-
-
-def run_on_import(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """The statements that run when the module is imported: all but function bodies."""
-    for statement in body:
-        if isinstance(statement, ast.ClassDef):
-            yield from run_on_import(statement.body)
-        elif not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield statement
-
-
-def test_helpers_load_the_stack_only_inside_the_calls_that_use_it() -> None:
-    on_import = {
-        str(path)
-        for path, module in parsed("helpers")
-        for statement in run_on_import(module.body)
-        if "local_stack" in imported(statement)
-    }
-    assert not on_import

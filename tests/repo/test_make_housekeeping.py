@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from local_stack import config
-from local_stack.kernel.supervisor import ensure_local_stack, server_processes, stop_local_stack
+from local_stack.client.supervisor import ensure_local_stack, server_processes, stop_local_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_PYTHON = """#!/bin/sh

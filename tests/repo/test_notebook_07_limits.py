@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sail
 
-from local_stack.kernel.sandbox.isolation import ResourceLimits
+from local_stack.client.sailbox.isolation import ResourceLimits
 from tests.notebook_source import cell, numbers
 
 

@@ -30,8 +30,8 @@ from helpers.adapter_export import (
     check_free_disk,
     estimate_kimi_k26,
     estimate_tiny_llama,
-    local_base_model_dir,
 )
+from helpers.backend import local_base_model_dir
 from helpers.errors import CourseConfigError
 from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from local_stack.client.tiny_model import sail_lora_metadata
 from local_stack.control.knobs import ClientKnobs, Knobs
 from local_stack.engine.checkpoints import CheckpointStore, RunInfo
 from local_stack.http import ApiError
-from local_stack.kernel.tiny_model import sail_lora_metadata
 from local_stack.lanes import Lanes
 from local_stack.sail import requests as sail_requests
 from local_stack.sail import service as sail_service

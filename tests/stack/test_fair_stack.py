@@ -25,9 +25,9 @@ from aiohttp import web
 
 from bench import fairness
 from local_stack import guard
+from local_stack.client.watch import PROBE_TIMEOUT_SECONDS
 from local_stack.engine.compute import run_compute
 from local_stack.http import ApiError, read_body
-from local_stack.kernel.watch import PROBE_TIMEOUT_SECONDS
 
 HTTP = urllib3.PoolManager(retries=False)
 # Client timeouts. Unfairly served, the innocent waited 52 s behind 5,000 background

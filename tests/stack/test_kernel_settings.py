@@ -19,9 +19,9 @@ import pytest
 
 from helpers.backend import Course
 from local_stack import config
+from local_stack.client.control_client import get_knobs, reset_knobs, set_knobs
 from local_stack.control.knobs import MAX_CLIENTS_WITH_SETTINGS, ClientKnobs, Knobs
 from local_stack.departures import DEPARTED_CHECK_SECONDS
-from local_stack.kernel.control_client import get_knobs, reset_knobs, set_knobs
 from tests.knobs_support import config_of, stack_default
 from tests.wait_support import wait_until
 
@@ -100,8 +100,8 @@ def course_on(backend: str) -> Course:
 KILLED_KERNEL = """
 import sys, time
 from local_stack import config
-from local_stack.kernel.control_client import set_knobs
-from local_stack.kernel.supervisor import start_local_stack
+from local_stack.client.control_client import set_knobs
+from local_stack.client.supervisor import start_local_stack
 
 set_knobs(start_local_stack().url, latency=4.0)
 print(config.process_client(), flush=True)

@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from helpers.dataset import all_problems, arithmetic_dataset
+from local_stack.client.dataset import all_problems, arithmetic_dataset
 from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,

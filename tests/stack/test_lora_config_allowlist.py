@@ -20,7 +20,7 @@ import pytest
 
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, adapter_config_for, load_base_model
 from local_stack.http import ApiError
-from local_stack.sail.adapters import INVALID_CONFIG, INVALID_RANK, check_lora_config
+from local_stack.sail.lora_config import INVALID_CONFIG, INVALID_RANK, check_lora_config
 from tests import sail_support as support
 from tests.isolation_support import assert_bystander_served, new_client, sail, sample_from_lora
 from tests.tinker_datums import MODEL

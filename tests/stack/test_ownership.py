@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from tinker import types
 
+from local_stack.client.tiny_model import sail_lora_metadata
 from local_stack.engine.model import ADAPTER_CONFIG_PATH
-from local_stack.kernel.tiny_model import sail_lora_metadata
 from local_stack.sail.files import MAX_FILE_BYTES, MAX_STORED_FILES
 from local_stack.sail.loras import MAX_CLIENT_LORAS
 from tests.isolation_support import (

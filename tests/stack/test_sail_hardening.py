@@ -13,10 +13,10 @@ import json
 import pytest
 import torch
 
+from local_stack.client.control_client import get_knobs
 from local_stack.config import SAIL_API_KEY
 from local_stack.engine.model import BASE_MODEL_NAME
 from local_stack.engine.sampler import SamplingParams, sample_batch
-from local_stack.kernel.control_client import get_knobs
 from local_stack.sail.batcher import Batcher, Job
 from tests.sail_support import (
     HTTP,

@@ -15,8 +15,8 @@ import sail.tinker
 from tinker_cookbook import renderers
 
 from helpers.scoring import extract_boxed
+from local_stack.client.control_client import get_stats, set_knobs
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, load_base_model
-from local_stack.kernel.control_client import get_stats, set_knobs
 from tests.sail_support import (
     HTTP,
     QUESTIONS,

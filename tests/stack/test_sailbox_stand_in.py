@@ -1,4 +1,4 @@
-"""The Sailbox stand-in (`local_stack.kernel.sandbox.sailbox_core`) under sail's own code.
+"""The Sailbox stand-in (`local_stack.client.sailbox.sailbox_core`) under sail's own code.
 
 Only sail's transport is replaced, so these drive the installed SDK from the top: the
 guide's `sail.tinker_sandbox_factory`, `sail.TinkerSandbox`, `Sailbox.exec`. What they get
@@ -17,7 +17,7 @@ from sail.exec_process import ExecResult
 from sandbox_probes import ENV_DIR, run
 from tinker_cookbook.sandbox.sandbox_interface import SandboxTerminatedError
 
-from local_stack.kernel.sandbox.sailbox_core import (
+from local_stack.client.sailbox.sailbox_core import (
     LocalSailboxCore,
     install_local_sailboxes,
     local_sailbox_core,

@@ -20,9 +20,9 @@ import tinker
 from tinker import types
 
 from helpers.serving import sail_policy
+from local_stack.client.supervisor import start_local_stack
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, VOCAB_PATH
 from local_stack.engine.vocab import CompactVocab
-from local_stack.kernel.supervisor import start_local_stack
 from tests.sail_support import QUESTIONS, question_prompt
 from tests.tinker_datums import MODEL
 

@@ -39,15 +39,15 @@ from kimi import (
     offline_kimi_tokenizer,
     register_offline_kimi_tokenizer,
 )
-from local_stack.kernel.sandbox import (
+from local_stack.client.sailbox import (
     LocalSandbox,
     ResourceLimits,
     SandboxUnavailableError,
     isolation,
     local_sandbox_factory,
 )
-from local_stack.kernel.sandbox.enclosure import totals_problem
-from local_stack.kernel.sandbox.process import OUTPUT_CEILING_BYTES
+from local_stack.client.sailbox.enclosure import totals_problem
+from local_stack.client.sailbox.process import OUTPUT_CEILING_BYTES
 from shell_tasks.harbor_task import load_harbor_task
 from shell_tasks.shell_env import ShellTaskGroupBuilder, extract_bash_script
 from tests.replies_support import Replies

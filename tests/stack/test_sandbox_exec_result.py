@@ -19,9 +19,9 @@ from sail.exec_process import ExecResult
 from sandbox_probes import ENV_DIR, run
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult
 
-from local_stack.kernel.sandbox import local_sandbox_factory
-from local_stack.kernel.sandbox.isolation import isolation_problem
-from local_stack.kernel.sandbox.local_sandbox import TIMEOUT_EXIT_CODE
+from local_stack.client.sailbox import local_sandbox_factory
+from local_stack.client.sailbox.isolation import isolation_problem
+from local_stack.client.sailbox.local_sandbox import TIMEOUT_EXIT_CODE
 
 pytestmark = pytest.mark.skipif(
     isolation_problem() is not None, reason="the local sandbox cannot run on this machine"

@@ -16,9 +16,9 @@ from sandbox_probes import ENV_DIR, MARKER_VARIABLE, TASK_DIR, processes_with, r
 from tinker_cookbook.recipes.harbor_rl.harbor_tools import HarborReward
 from tinker_cookbook.sandbox.sandbox_interface import SandboxTerminatedError
 
-from local_stack.kernel.sandbox import LocalSandbox, ResourceLimits, local_sandbox_factory
-from local_stack.kernel.sandbox.enclosure import totals_problem
-from local_stack.kernel.sandbox.isolation import SANDBOX_ENV
+from local_stack.client.sailbox import LocalSandbox, ResourceLimits, local_sandbox_factory
+from local_stack.client.sailbox.enclosure import totals_problem
+from local_stack.client.sailbox.isolation import SANDBOX_ENV
 from shell_tasks.harbor_task import grade_in_fresh_sandbox, load_harbor_task
 
 needs_totals = pytest.mark.skipif(

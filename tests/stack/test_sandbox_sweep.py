@@ -20,17 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from local_stack.kernel.sandbox import isolation, local_sandbox_factory
-from local_stack.kernel.sandbox.enclosure import Enclosure, sweep_abandoned, totals_problem
-from local_stack.kernel.sandbox.isolation import ResourceLimits, SandboxIdentity
-from local_stack.kernel.supervisor import ensure_local_stack, stop_local_stack
+from local_stack.client.sailbox import isolation, local_sandbox_factory
+from local_stack.client.sailbox.enclosure import Enclosure, sweep_abandoned, totals_problem
+from local_stack.client.sailbox.isolation import ResourceLimits, SandboxIdentity
+from local_stack.client.supervisor import ensure_local_stack, stop_local_stack
 from tests.wait_support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 # A kernel that holds a sandbox with a command running in it, until it is killed.
 HOLDING_KERNEL = """
 import asyncio, json
-from local_stack.kernel.sandbox import local_sandbox_factory
+from local_stack.client.sailbox import local_sandbox_factory
 
 async def hold():
     sandbox = await local_sandbox_factory(".", None)

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from local_stack import registry
-from local_stack.kernel.supervisor import stop_local_stack
+from local_stack.client.supervisor import stop_local_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 STOP_WITHIN_SECONDS = 20.0  # the acceptance bound: a stall past it fails the test
@@ -136,7 +136,7 @@ def test_a_script_that_stops_its_own_stack_is_not_stopped(storage, tmp_path) -> 
     no failure to report."""
     script = """
 import helpers
-from local_stack.kernel.supervisor import stop_local_stack
+from local_stack.client.supervisor import stop_local_stack
 helpers.connect("local")
 stop_local_stack()
 import time

@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from local_stack import config, registry
+from local_stack.client.supervisor import ensure_local_stack, server_processes, stop_local_stack
 from local_stack.engine.checkpoints import CheckpointStore
-from local_stack.kernel.supervisor import ensure_local_stack, server_processes, stop_local_stack
 from local_stack.registry import StackRecord
 from tests.sail_support import HTTP, create_body, post_create
 from tests.wait_support import wait_until

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from local_stack.kernel.watch import HUNG_SECONDS
+from local_stack.client.watch import HUNG_SECONDS
 from tests.kernel_support import run, started_kernel
 
 LOG = Path("/nonexistent/stack/stack.log")  # only quoted, never opened

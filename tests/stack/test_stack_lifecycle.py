@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from local_stack import config, registry
-from local_stack.kernel import supervisor
-from local_stack.kernel.supervisor import (
+from local_stack.client import supervisor
+from local_stack.client.supervisor import (
     ensure_local_stack,
     running_local_stack,
     server_processes,
@@ -32,7 +32,7 @@ from tests import wait_support
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = (
     "import json, sys\n"
-    "from local_stack.kernel.supervisor import start_local_stack\n"
+    "from local_stack.client.supervisor import start_local_stack\n"
     "stack = start_local_stack()\n"
     "print(json.dumps({'pid': stack.pid, 'url': stack.url}), flush=True)\n"
     "sys.stdin.read()\n"  # attached until the test closes stdin

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from local_stack.kernel.watch import LATE_CELL_GRACE_SECONDS
+from local_stack.client.watch import LATE_CELL_GRACE_SECONDS
 from tests.kernel_support import bar_styles, loop_cell, run, started_kernel
 
 LOG = Path("/nonexistent/stack/stack.log")  # only quoted, never opened
@@ -78,7 +78,7 @@ def test_running_cell_stops_within_seconds(kernel, stand_in, cell: str) -> None:
 def test_cell_started_after_the_death_stops_after_its_grace(kernel, stand_in) -> None:
     _, client = kernel
     # A 1 s grace instead of 5 s, the same path; the module's kernel gets its own back after.
-    run(client, "import local_stack.kernel.watch as sw\nsw.LATE_CELL_GRACE_SECONDS = 1.0")
+    run(client, "import local_stack.client.watch as sw\nsw.LATE_CELL_GRACE_SECONDS = 1.0")
     try:
         watch(client, stand_in)
         stand_in.kill()

@@ -25,8 +25,8 @@ from tinker.proto.request_conv import forward_backward_request_to_proto
 from tinker.types.forward_backward_input import ForwardBackwardInput
 from tinker.types.forward_backward_request import ForwardBackwardRequest
 
+from local_stack.client.supervisor import LocalStack
 from local_stack.config import TINKER_API_KEY
-from local_stack.kernel.supervisor import LocalStack
 from tests.tinker_datums import MODEL, rl_datum
 
 FIXED = rl_datum(seed=42)

@@ -171,10 +171,10 @@ def test_guide_sections_2_and_3_run_on_the_local_stack(local_stack):
     from tinker_cookbook.rl.train import train_step
     from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-    from helpers.dataset import arithmetic_dataset
     from helpers.scoring import MathGroupBuilder
     from kimi import register_offline_kimi_tokenizer
-    from local_stack.kernel.supervisor import start_local_stack
+    from local_stack.client.dataset import arithmetic_dataset
+    from local_stack.client.supervisor import start_local_stack
 
     start_local_stack()  # the session's stack (conftest); this points the SDKs back at it
 

@@ -12,9 +12,9 @@ import pytest
 import tinker
 from tinker import types
 
+from local_stack.client.control_client import get_knobs, set_knobs
 from local_stack.config import TRAIN_LATENCY_VAR, knob_settings_from_env
 from local_stack.control.knobs import Knobs
-from local_stack.kernel.control_client import get_knobs, set_knobs
 from tests.sail_support import QUESTIONS, make_completer, sample_async
 from tests.tinker_datums import MODEL, rl_datum
 

@@ -100,9 +100,7 @@ class StackWatcher:
         A plain connection to loopback: no proxy applies."""
         if self._url is None:
             return True
-        connection = http.client.HTTPConnection(
-            self._url.hostname, self._url.port, timeout=PROBE_TIMEOUT_SECONDS
-        )
+        connection = http.client.HTTPConnection(self._url.netloc, timeout=PROBE_TIMEOUT_SECONDS)
         try:
             connection.request("GET", "/healthz")
             return connection.getresponse().status == 200

@@ -35,10 +35,10 @@ from sail._shell import bash_lc_argv
 from tinker_cookbook.exceptions import SandboxError
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult, SandboxTerminatedError
 
-from local_stack.kernel.sandbox import isolation
-from local_stack.kernel.sandbox.enclosure import Enclosure, totals_problem
-from local_stack.kernel.sandbox.isolation import ResourceLimits, SandboxIdentity
-from local_stack.kernel.sandbox.process import Bubblewrap, Outcome, output_cap
+from local_stack.client.sailbox import isolation
+from local_stack.client.sailbox.enclosure import Enclosure, totals_problem
+from local_stack.client.sailbox.isolation import ResourceLimits, SandboxIdentity
+from local_stack.client.sailbox.process import Bubblewrap, Outcome, output_cap
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,12 @@ from sail import _core
 from sail._core_client import CoreClient
 from tinker_cookbook.sandbox.sandbox_interface import SandboxTerminatedError
 
-from local_stack.kernel.sandbox.local_sandbox import (
+from local_stack.client.sailbox.local_sandbox import (
     DEFAULT_WORKDIR,
     LocalSandbox,
     local_sandbox_factory,
 )
-from local_stack.kernel.sandbox.process import OUTPUT_CEILING_BYTES, Outcome
+from local_stack.client.sailbox.process import OUTPUT_CEILING_BYTES, Outcome
 
 # `sail.exec_process.ExecResult`: "Whether the exec's timeout passed ...; exit_code is then 124."
 TIMED_OUT_EXIT_CODE = 124
@@ -214,7 +214,7 @@ class _Stream:
         self._chunks = self._read(run, name)
 
     @staticmethod
-    async def _read(run: asyncio.Future[Outcome], name: str) -> AsyncIterator[bytes]:
+    async def _read(run: asyncio.Future[Outcome], name: str) -> AsyncGenerator[bytes]:
         data: bytes = getattr(await _outcome(run), name)
         for start in range(0, len(data), _CHUNK_BYTES):
             yield data[start : start + _CHUNK_BYTES]

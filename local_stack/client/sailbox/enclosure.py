@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from local_stack.kernel.sandbox.isolation import ResourceLimits, SandboxIdentity
+from local_stack.client.sailbox.isolation import ResourceLimits, SandboxIdentity
 
 _CGROUP_FS = Path("/sys/fs/cgroup")
 _PREFIX = "local-sandbox-"

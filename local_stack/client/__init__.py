@@ -1,4 +1,4 @@
-"""The local stack's kernel side: what runs inside a Jupyter kernel (or a script), never in
+"""The local stack's client side: what runs inside a Jupyter kernel (or a script), never in
 the server process. The course imports the stack only from here.
 
     supervisor      find, start and stop the server process (one per storage dir)
@@ -6,7 +6,8 @@ the server process. The course imports the stack only from here.
     control_client  set this kernel's latencies and faults, read the stack's counters
     tiny_model      the tiny model's shipped files, read in the kernel with no server, and
                     the metadata that names its adapter archive in a raw Sail request
-    sandbox/        the stand-in for Sailboxes: each command under bubblewrap, in this process
+    sailbox/        the stand-in for Sailboxes: each command under bubblewrap, in this process
+    dataset         the stand-in for the cloud's dataset: arithmetic word problems, made offline
 
 It shares `local_stack.config` (keys, host, storage dir) and `local_stack.registry` (who
 uses the stack) with the server, and reaches the server only over HTTP.

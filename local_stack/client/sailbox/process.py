@@ -7,10 +7,10 @@ import contextlib
 import os
 import re
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from local_stack.kernel.sandbox.isolation import SANDBOX_ENV
+from local_stack.client.sailbox.isolation import SANDBOX_ENV
 
 # Sail's ceiling on collected output when the caller sets no cap: a runaway stream must
 # not exhaust the training process's memory.
@@ -87,7 +87,7 @@ async def _read_init_pid(fd: int) -> int | None:
     return int(reported.group(1)) if reported else None
 
 
-async def _settle(collected: asyncio.Future[object]) -> None:
+async def _settle(collected: Awaitable[object]) -> None:
     """Let a killed command's streams reach EOF, but never wait on them for long: a hung
     rollout would cost more than the output the command might still have had."""
     with contextlib.suppress(BaseException):

@@ -64,7 +64,7 @@ class ResourceLimits:
     (a large allocation fails with MemoryError before the cgroup's killer is needed), and
     `file_size_bytes` per file.
 
-    The totals need root (see `local_stack.kernel.sandbox.totals`). Without it they do not
+    The totals need root (see `local_stack.client.sailbox.totals`). Without it they do not
     hold: processes are counted per command, memory per process, and there is no disk quota.
     """
 

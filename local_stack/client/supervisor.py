@@ -26,11 +26,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import psutil
 
 from local_stack import config, registry
-from local_stack.kernel import watch
+from local_stack.client import watch
 from local_stack.registry import StackRecord
 
 START_TIMEOUT_SECONDS = 120.0
@@ -215,17 +216,20 @@ def _start(storage: Path, settings: dict[str, str]) -> StackRecord:
             text=True,
             start_new_session=True,
         )
+    announced = process.stdout
+    assert announced is not None  # stdout=PIPE
     # Reap it whenever it exits, so that while this process lives it leaves no zombie.
     threading.Thread(target=process.wait, name="local-stack-reaper", daemon=True).start()
     try:
-        record = StackRecord(_read_announced_url(process, log_path), process.pid, settings)
+        url = _read_announced_url(announced, process, log_path)
+        record = StackRecord(url, process.pid, settings)
         _wait_until_serving(record, storage, process, log_path)
     except BaseException:
         with contextlib.suppress(psutil.NoSuchProcess):  # ours, whether or not it got the lock
             _terminate_process(psutil.Process(process.pid))
         raise
     finally:
-        process.stdout.close()
+        announced.close()
     registry.write_record(storage, record)
     return record
 
@@ -233,7 +237,7 @@ def _start(storage: Path, settings: dict[str, str]) -> StackRecord:
 def _sweep_sandboxes() -> None:
     """Release the sandboxes of kernels killed while they held one (their mounts, folders and
     cgroups), as every new sandbox also does; a sweep that fails must not stop the start."""
-    from local_stack.kernel.sandbox.enclosure import sweep_abandoned
+    from local_stack.client.sailbox.enclosure import sweep_abandoned
 
     try:
         sweep_abandoned()
@@ -245,11 +249,12 @@ def _with_repo_on_path(pythonpath: str | None) -> str:
     return os.pathsep.join([str(config.REPO_ROOT), *([pythonpath] if pythonpath else [])])
 
 
-def _read_announced_url(process: subprocess.Popen[str], log_path: Path) -> str:
-    """The server's first stdout line, `{"url", "pid"}`, printed once the model is loaded."""
+def _read_announced_url(announced: IO[str], process: subprocess.Popen[str], log_path: Path) -> str:
+    """The server's first line on `announced` (its stdout), `{"url", "pid"}`, printed once the
+    model is loaded."""
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     try:
-        line = executor.submit(process.stdout.readline).result(timeout=START_TIMEOUT_SECONDS)
+        line = executor.submit(announced.readline).result(timeout=START_TIMEOUT_SECONDS)
     except concurrent.futures.TimeoutError:
         raise RuntimeError(f"local stack did not start in {START_TIMEOUT_SECONDS:.0f} s") from None
     finally:

@@ -5,8 +5,8 @@ shell-task env and the cookbook's recipes take either one. It reads no task file
 caller names the task's working directory (`workdir`).
 """
 
-from local_stack.kernel.sandbox.isolation import ResourceLimits
-from local_stack.kernel.sandbox.local_sandbox import (
+from local_stack.client.sailbox.isolation import ResourceLimits
+from local_stack.client.sailbox.local_sandbox import (
     LocalSandbox,
     SandboxUnavailableError,
     local_sandbox_factory,
