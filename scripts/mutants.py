@@ -66,7 +66,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "compare",
     ),
     # pass@k and its interval, and the reward's standard error.
-    "helpers/stats.py": ("reward_standard_error", "pass_at_k", "pass_at_k_curve"),
+    "helpers/stats.py": ("pass_at_k", "pass_at_k_curve"),
     # The run log's resume checks.
     "helpers/runlog.py": (
         "RunLog.state",

@@ -223,7 +223,8 @@ async def grade_in_fresh_sandbox(
     except SandboxTerminatedError as exc:
         return _ungraded(f"a sandbox ended before grading: {exc}")
     try:
-        for path, content in {**copied, **task.test_files()}.items():
+        uploads: dict[str, str | bytes] = {**copied, **task.test_files()}
+        for path, content in uploads.items():
             written = await grader.write_file(path, content, executable=path.endswith(".sh"))
             if written.exit_code != 0:
                 return _ungraded(f"could not upload {path}: {written.stderr}")

@@ -39,7 +39,7 @@ MAX_LORA_BODY_BYTES = 64 * 1024  # a name, model ids and two file ids
 SERVICE = web.AppKey("sail_service", SailService)
 KNOBS = web.AppKey("sail_knobs", ClientKnobs)
 SAIL_LANES = web.AppKey("sail_lanes", Lanes)
-EXPIRE_CHECKPOINT = web.AppKey("expire_checkpoint", Callable[[str], None])
+EXPIRE_CHECKPOINT = web.AppKey[Callable[[str], None]]("expire_checkpoint")
 
 
 def _error_body(error: ApiError) -> dict:

@@ -122,7 +122,7 @@ class SailService:
         self.fault_rng.seed(seed)
         self.batcher.generator.manual_seed(seed)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, int | dict[str, int]]:
         return {
             **self.batcher.stats,
             "tinker_lora_names_reused": self.lora_names.reused,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers.pipelined import difference_standard_errors
-from helpers.stats import pass_at_k_curve, reward_standard_error
+from helpers.stats import pass_at_k_curve
 from helpers.training import SCORES, bootstrap_interval, compare
 
 
@@ -84,34 +84,6 @@ def test_difference_standard_errors_are_the_gain_intervals_width_over_2x1_96():
     for score, (low, high) in bootstrap_interval(BEFORE, AFTER).items():
         assert errors[score] == pytest.approx((high - low) / 3.92)
     assert errors["correct"] > 0
-
-
-def rates(samples, right_formatted, right_unformatted, wrong_formatted, wrong_unformatted):
-    """`evaluate`'s scores for counts of the four kinds of answer."""
-    fmt = right_formatted + wrong_formatted
-    return {
-        "samples": samples,
-        "correct": (right_formatted + right_unformatted) / samples,
-        "format": fmt / samples,
-        "correct_given_format": right_formatted / fmt if fmt else 0.0,
-        "reward": (right_formatted + 0.9 * right_unformatted - 0.1 * wrong_unformatted) / samples,
-    }
-
-
-@pytest.mark.parametrize("counts", [(3, 1, 4, 2), (10, 0, 0, 0), (0, 2, 3, 5), (1, 0, 9, 0)])
-def test_reward_standard_error_is_the_sample_standard_error(counts):
-    rewards = np.repeat([1.0, 0.9, 0.0, -0.1], counts)
-    scores = rates(len(rewards), *counts)
-    expected = rewards.std(ddof=1) / np.sqrt(len(rewards))
-    assert reward_standard_error(scores) == pytest.approx(expected, abs=1e-12)
-
-
-def test_reward_standard_error_refuses_a_reward_that_is_not_the_graders():
-    scores = rates(10, 3, 1, 4, 2)
-    with pytest.raises(RuntimeError) as refused:
-        reward_standard_error({**scores, "reward": scores["reward"] + 1e-6})
-    assert str(refused.value) == "MathEnv's reward is no longer correct - 0.1 x (1 - format)"
-    reward_standard_error({**scores, "reward": scores["reward"] + 1e-10})  # rounding is fine
 
 
 def test_pass_at_k_curve_interval_is_a_problem_bootstrap_of_the_mean():
