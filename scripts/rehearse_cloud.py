@@ -9,13 +9,15 @@ never as parameters. Each kernel first loads `scripts/cloud_stand_ins.py`: orca-
 the Kimi K2.6 tokenizer and Sailboxes answered on this machine. So every cloud branch runs:
 the key checks, the cost estimates, sampling on Sail from signed URLs, sail's own
 `TinkerSandbox`, and notebook 08's upload, validation and delete on Sail's LoRA API.
-Before the notebooks, the tamper suite runs on stand-in Sailboxes (`scripts/rehearse_tamper.py`).
+Before the notebooks, the tamper suite runs on stand-in Sailboxes (`scripts/rehearse_tamper.py`)
+when notebook 07 is among them.
 
 First a tiny cloud sweep runs for notebook 05 to compare. Executed notebooks, run folders
 and the stack's storage and log go to `runs/rehearse-cloud-<timestamp>/` (or under `--out`).
 One line per notebook says how long it took and whether it ran (if not, the failing cell's
 id and error); the exit code is 1 if any failed.
-`--notebooks 01 07` runs only the notebooks whose names start so.
+`--notebooks 01 07` runs only the notebooks whose names start so (and the sweep, the tamper
+suite and the fault runs only with the notebook each belongs to: 05, 07, 04).
 
 Then notebook 04 runs once under each fault a real account meets (`FAULTS`), injected by the
 stack (COURSE_SAIL_FAULTS, see `local_stack.control.knobs`): a 429, a 5xx and a request
@@ -80,16 +82,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         given = {"backend": "cloud", "run_name": stamp, "runs": f"{stamp}-sweep-*"}
         prefixes = tuple(args.notebooks)
-        compares = any("05_compare_runs".startswith(p) for p in prefixes)
-        failed = rehearse_tamper_suite()
-        if compares:
+        failed = 0
+        if selected("07_sandboxed_rollouts", prefixes):
+            failed = rehearse_tamper_suite()
+        if selected("05_compare_runs", prefixes):
             failed = run_tiny_sweep(f"{stamp}-sweep", "cloud", SIZE, SWEEP_JOBS) or failed
         failed = run_all(out_dir, given, prefixes, SIZE) or failed
     finally:
         stop_local_stack()
-    if not args.no_faults:
+    if selected("04_training_loop", prefixes) and not args.no_faults:
         failed = rehearse_faults(out_dir, {**given, **FAULT_RUN}) or failed
     return failed
+
+
+def selected(notebook: str, prefixes: tuple[str, ...]) -> bool:
+    return any(notebook.startswith(prefix) for prefix in prefixes)
 
 
 def rehearse_faults(out_dir: Path, given: dict[str, str]) -> int:

@@ -121,7 +121,9 @@ def test_04_dead_stack_fails_in_one_sentence_and_the_rerun_resumes(
     killed kernel is tests/notebooks/test_resume.py.)"""
     parameters = {**SMALL_PARAMETERS["04_training_loop.ipynb"], "steps": 8, "run_name": "dead"}
     first = run_until_steps(parameters, run_env, tmp_path, done=2)
-    [server] = [p for p in started_with(run_env) if is_local_stack(p)]
+    stacks = [p for p in started_with(run_env) if is_local_stack(p)]
+    # The server, not its decoding child (a fork, with the same command line).
+    [server] = [p for p in stacks if p.ppid() not in {s.pid for s in stacks}]
     server.kill()
     # The error's name (below) shows the watcher stopped the run; the bound catches hangs.
     code, log = finish(first, timeout=120)
