@@ -29,7 +29,7 @@ export PYTHONPATH := $(CURDIR)
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
 
-.PHONY: run sweep test test-notebooks test-long mutants rehearse-cloud lab bench lint install docs helpers wheelhouse doctor stop clean clean-notebooks
+.PHONY: run sweep test test-notebooks test-long mutants rehearse-cloud lab bench lint install docs helpers solutions wheelhouse doctor stop clean clean-notebooks
 
 # Refuse an older Python in one sentence, before a .venv is created with it. (doctor, stop
 # and clean still run, so doctor can say what else to fix.)
@@ -108,6 +108,10 @@ docs: $(STAMP)
 ## make helpers: rebuild helpers/{scoring,serving,training,pipelined}.py from the notebooks' `# @save` cells
 helpers: $(STAMP)
 	$(PYTHON) scripts/export_helpers.py
+
+## make solutions: the instructor's copies of the notebooks, each exercise solved, in solutions/
+solutions: $(STAMP)
+	$(PYTHON) scripts/make_solutions.py
 
 ## make lint: ruff on every Python file and notebook, the import contracts (lint-imports) and
 ## the type checker (mypy); their settings are in pyproject.toml

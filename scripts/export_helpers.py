@@ -18,10 +18,11 @@ from pathlib import Path
 
 import nbformat
 
+from exercises.cells import SAVE_MARK, solved
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = ROOT / "notebooks"
 HELPERS_DIR = ROOT / "helpers"
-SAVE_MARK = "# @save"
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,9 @@ Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` us
 
 
 def saved_cells(notebook: Path) -> list[str]:
-    """The code of every cell whose first line is `# @save`, without that line."""
-    cells = nbformat.read(notebook, as_version=4).cells
+    """The code of every cell whose first line is `# @save`, without that line; an exercise's
+    stub gives its solution (exercises/cells.py), so the module holds the course's code."""
+    cells = solved(nbformat.read(notebook, as_version=4)).cells
     return [
         cell.source.partition("\n")[2].strip()
         for cell in cells

@@ -4,7 +4,8 @@
 notebook's parameters cell (values and comments), its check cell (the one call that returns
 its settings object), and the parameter tables of docs/cloud.md and
 the instructor's guide, between their `<!-- parameters:start -->` and `<!-- parameters:end -->`
-marks. With `--check` it writes nothing and fails if any of them is stale, which
+marks; and the guide's list of exercises (exercises/), between `<!-- exercises:start -->` and
+`<!-- exercises:end -->`. With `--check` it writes nothing and fails if any of them is stale, which
 `tests/repo/test_docs_fresh.py` does too.
 """
 
@@ -18,12 +19,12 @@ from pathlib import Path
 
 import nbformat
 
+from exercises import all_exercises
 from helpers.notebook_parameters import NOTEBOOK_PARAMETERS, Parameter
 from helpers.params import python_literal
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE_LENGTH = 100  # ruff's, for the notebooks too
-START, END = "<!-- parameters:start -->", "<!-- parameters:end -->"
 CHECK_CALL = re.compile(r"helpers\.settings\(")
 
 
@@ -75,6 +76,17 @@ def parameters_table() -> str:
     return "\n".join(rows)
 
 
+def exercises_table() -> str:
+    """The instructor's guide's list of exercises: minutes and the most common mistakes."""
+    rows = ["| Notebook | Exercise | Minutes | Most common mistakes |", "|---|---|---|---|"]
+    for exercise in all_exercises().values():
+        mistakes = "; ".join(m.name for m in exercise.mistakes[:3]).replace("|", "\\|")
+        rows.append(
+            f"| `{exercise.notebook}` | `{exercise.name}` | {exercise.minutes} | {mistakes} |"
+        )
+    return "\n".join(rows)
+
+
 def _cell(value: object) -> str:
     return f"`{python_literal(value)}`"
 
@@ -90,10 +102,10 @@ def expected_files() -> dict[Path, str]:
         path = ROOT / "notebooks" / f"{notebook}.ipynb"
         files[path] = _notebook_text(path, notebook)
     cloud_page = ROOT / "docs" / "cloud.md"
-    files[cloud_page] = _between_marks(cloud_page, defaults_table())
-    files[ROOT / "docs" / "instructor.md"] = _between_marks(
-        ROOT / "docs" / "instructor.md", parameters_table()
-    )
+    files[cloud_page] = _between_marks(cloud_page, "parameters", defaults_table())
+    guide = ROOT / "docs" / "instructor.md"
+    files[guide] = _between_marks(guide, "parameters", parameters_table())
+    files[guide] = _between_marks(guide, "exercises", exercises_table(), files[guide])
     return files
 
 
@@ -110,13 +122,15 @@ def _notebook_text(path: Path, notebook: str) -> str:
     return nbformat.writes(book) + "\n"
 
 
-def _between_marks(path: Path, table: str) -> str:
-    text = path.read_text()
-    if text.count(START) != 1 or text.count(END) != 1:
-        raise SystemExit(f"{path}: needs one {START} and one {END} line")
-    head, rest = text.split(START)
-    _, tail = rest.split(END)
-    return f"{head}{START}\n{table}\n{END}{tail}"
+def _between_marks(path: Path, name: str, table: str, text: str | None = None) -> str:
+    """`text` (by default the file's) with `table` between the `name` marks."""
+    text = path.read_text() if text is None else text
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    if text.count(start) != 1 or text.count(end) != 1:
+        raise SystemExit(f"{path}: needs one {start} and one {end} line")
+    head, rest = text.split(start)
+    _, tail = rest.split(end)
+    return f"{head}{start}\n{table}\n{end}{tail}"
 
 
 def stale_files() -> list[Path]:

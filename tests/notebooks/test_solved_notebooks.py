@@ -1,0 +1,41 @@
+"""The instructor's version: every notebook with each exercise's solution in its stub's
+place (`make solutions`) runs top to bottom at its small sizes, and every check passes, so
+the cells below each exercise ran the solved code. (The learner's version, every stub
+unsolved, is what the other notebook tests and nbval run.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from exercises import all_exercises
+from scripts.make_solutions import write_solutions
+from tests.notebook_support import error_outputs, finish, papermill, small
+
+# Each notebook with exercises, and the parameters of its solved run.
+SOLVED_RUNS = {
+    "03_one_grpo_step": small("03_one_grpo_step"),
+}
+
+
+def test_every_notebook_with_exercises_has_a_solved_run() -> None:
+    assert {exercise.notebook for exercise in all_exercises().values()} <= set(SOLVED_RUNS)
+
+
+@pytest.mark.parametrize("notebook", sorted(SOLVED_RUNS))
+def test_the_solved_notebook_runs_and_every_check_passes(
+    notebook: str, shared_stack_env: dict, tmp_path: Path
+) -> None:
+    [solved] = [p for p in write_solutions(tmp_path / "solutions") if p.stem == notebook]
+    out = tmp_path / f"{notebook}.ipynb"
+    code, log = finish(papermill(str(solved), out, SOLVED_RUNS[notebook], shared_stack_env))
+    assert code == 0, log[-3000:]
+    executed = nbformat.read(out, as_version=4)
+    assert not error_outputs(executed)
+    shown = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
+    for exercise in all_exercises().values():
+        if exercise.notebook == notebook:
+            assert f"✓ `{exercise.name}` passes" in shown, shown[-3000:]
+    assert "is not written yet" not in shown
