@@ -8,9 +8,10 @@ model, and scores two of its held-out sets before and after, as the notebook doe
 Printed per seed and set: the correct rate and the format rate, each before -> after, and
 each gain with the course's problem-clustered 95% bootstrap interval (whole problems
 resampled, the same ones before and after); then how many seeds' correct-rate gains on each
-set have an interval above 0. Under fixed grading a right answer is always well formed, so
-correct among well-formed answers is the correct rate over the format rate. 2 to 6 minutes
-a seed on the shared two-core machine (load average 8 to 15).
+set have an interval above 0. All of it goes to measurements/held_out_gains.json, with the
+command, date and commit, for notebook 04 to render. Under fixed grading a right answer is
+always well formed, so correct among well-formed answers is the correct rate over the format
+rate. 2 to 6 minutes a seed on the shared two-core machine (load average 8 to 15).
 
     python scripts/held_out_gains.py --seeds 0 1 2 3 4
 """
@@ -24,11 +25,16 @@ import random
 import time
 
 import helpers
+from helpers.measurements import write_measurement
 from helpers.notebook_parameters import resolve
 from helpers.scoring import MathGroupBuilder
 from helpers.training import compare, evaluate_now, run_step
 
 SETS = {"known facts, not trained": "held_out_known_rows", "unseen facts": "held_out_rows"}
+# The settings the runs hold fixed, stored with the results, so that notebook 04 can say
+# whether a run of its own is comparable.
+MEASURED = ("steps", "group_size", "groups_per_step", "learning_rate", "temperature")
+MEASURED += ("max_tokens", "eval_problems", "eval_samples")
 
 
 async def one_run(course, seed: int) -> dict[str, dict]:
@@ -67,9 +73,14 @@ async def main(seeds: list[int]) -> None:
     course = helpers.connect("local")
     print(f"{datetime.date.today()}: notebook 04's local defaults, seeds {seeds}")
     above_zero = dict.fromkeys(SETS, 0)
+    by_seed: dict[int, dict] = {}
     for seed in seeds:
         started = time.perf_counter()
         comparisons = await one_run(course, seed)
+        by_seed[seed] = {
+            name: {score: comparison[score] for score in ("correct", "format")}
+            for name, comparison in comparisons.items()
+        }
         print(f"seed {seed} ({time.perf_counter() - started:.0f} s):", flush=True)
         for name, comparison in comparisons.items():
             above_zero[name] += comparison["correct"]["gain_interval"][0] > 0
@@ -79,6 +90,10 @@ async def main(seeds: list[int]) -> None:
             )
     for name, count in above_zero.items():
         print(f"{name}: correct-rate gain's 95% interval above 0 in {count} of {len(seeds)} seeds")
+    defaults = resolve("04_training_loop")
+    settings = {name: getattr(defaults, name) for name in MEASURED}
+    path = write_measurement("held_out_gains", {"settings": settings, "by_seed": by_seed})
+    print(f"stored in {path}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,52 @@
+"""Measurements that scripts made across seeds, stored in measurements/ with where they came
+from, so that a notebook renders a range from the file its script wrote and never from
+numbers pasted into a cell."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+MEASUREMENTS_DIR = Path(__file__).resolve().parent.parent / "measurements"
+
+
+def write_measurement(name: str, values: dict[str, Any]) -> Path:
+    """Store `values` as measurements/<name>.json, with the command that is running, the
+    date, the commit (marked `-dirty` if the checkout had changes) and the load average."""
+    root = MEASUREMENTS_DIR.parent
+    commit = _git(root, "rev-parse", "HEAD")
+    if _git(root, "status", "--porcelain", "--untracked-files=no"):
+        commit += "-dirty"
+    script = Path(sys.argv[0]).resolve()
+    record = {
+        "script": str(script.relative_to(root)) if script.is_relative_to(root) else script.name,
+        "command": " ".join(["python", *sys.argv]),
+        "date": datetime.date.today().isoformat(),
+        "commit": commit,
+        "load_average": [round(load, 1) for load in os.getloadavg()],
+        **values,
+    }
+    path = MEASUREMENTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def load_measurement(name: str) -> dict[str, Any]:
+    return json.loads((MEASUREMENTS_DIR / f"{name}.json").read_text())
+
+
+def provenance(measurement: dict[str, Any]) -> str:
+    """Where a measurement came from, as a clause: command, date and commit."""
+    return (
+        f"`{measurement['command']}` on {measurement['date']} (commit {measurement['commit'][:10]})"
+    )
+
+
+def _git(root: Path, *args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True)
+    return result.stdout.strip()
