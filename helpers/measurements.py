@@ -15,24 +15,28 @@ from typing import Any
 MEASUREMENTS_DIR = Path(__file__).resolve().parent.parent / "measurements"
 
 
-def write_measurement(name: str, values: dict[str, Any]) -> Path:
-    """Store `values` as measurements/<name>.json, with the command that is running, the
-    date, the commit (marked `-dirty` if the checkout had changes) and the load average."""
+def measurement_start() -> dict[str, Any]:
+    """Where a measurement comes from, taken when its script starts (the code it runs): the
+    command, the date, the commit (marked `-dirty` if the checkout had changes) and the load
+    average."""
     root = MEASUREMENTS_DIR.parent
     commit = _git(root, "rev-parse", "HEAD")
     if _git(root, "status", "--porcelain", "--untracked-files=no"):
         commit += "-dirty"
     script = Path(sys.argv[0]).resolve()
-    record = {
+    return {
         "script": str(script.relative_to(root)) if script.is_relative_to(root) else script.name,
         "command": " ".join(["python", *sys.argv]),
         "date": datetime.date.today().isoformat(),
         "commit": commit,
         "load_average": [round(load, 1) for load in os.getloadavg()],
-        **values,
     }
+
+
+def write_measurement(name: str, started: dict[str, Any], values: dict[str, Any]) -> Path:
+    """Store `values` as measurements/<name>.json, after `started` (`measurement_start()`)."""
     path = MEASUREMENTS_DIR / f"{name}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    path.write_text(json.dumps({**started, **values}, indent=1) + "\n")
     return path
 
 

@@ -25,7 +25,7 @@ import random
 import time
 
 import helpers
-from helpers.measurements import write_measurement
+from helpers.measurements import measurement_start, write_measurement
 from helpers.notebook_parameters import resolve
 from helpers.scoring import MathGroupBuilder
 from helpers.training import compare, evaluate_now, run_step
@@ -70,6 +70,7 @@ def gain_line(comparison: dict, score: str) -> str:
 
 
 async def main(seeds: list[int]) -> None:
+    started = measurement_start()
     course = helpers.connect("local")
     print(f"{datetime.date.today()}: notebook 04's local defaults, seeds {seeds}")
     above_zero = dict.fromkeys(SETS, 0)
@@ -92,7 +93,7 @@ async def main(seeds: list[int]) -> None:
         print(f"{name}: correct-rate gain's 95% interval above 0 in {count} of {len(seeds)} seeds")
     defaults = resolve("04_training_loop")
     settings = {name: getattr(defaults, name) for name in MEASURED}
-    path = write_measurement("held_out_gains", {"settings": settings, "by_seed": by_seed})
+    path = write_measurement("held_out_gains", started, {"settings": settings, "by_seed": by_seed})
     print(f"stored in {path}")
 
 
