@@ -11,7 +11,9 @@ local sandbox (`shell_tasks.sandboxes.sandbox_factory("local")`, no network) and
 - `scripts.json`, every script the policy ran in training with its count, and in the summary
   those that name the grader's files (`TAMPERING`): what a reward hacker would try.
 With `--seeds 0 1 2 3 4` it repeats the run per seed and counts the seeds whose held-out gain
-has its 95% interval above 0 (issue 29 asks for at least 4 of 5).
+has its 95% interval above 0 (issue 29 asks for at least 4 of 5), and stores every seed's
+summary in measurements/shell_policy_seeds.json, with the command, date and commit, for
+notebook 07 to render.
 It exits 1 when the first run's last-third mean reward does not exceed its first third's by
 `--min-rise` (0.15): a check that the loop learns, for CI or a changed model.
 """
@@ -150,7 +152,10 @@ def main() -> None:
     settings = ShellRunSettings(**args)
     # The runs' checkpoints are throwaway: keep them out of the course's storage.
     os.environ["COURSE_LOCAL_STACK_DIR"] = tempfile.mkdtemp(prefix="shell-rl-")
+    from helpers.measurements import measurement_start, write_measurement
     from local_stack.client.supervisor import stop_local_stack
+
+    started = measurement_start()
 
     results = []
     try:
@@ -176,6 +181,9 @@ def main() -> None:
         stop_local_stack()
     above = sum(r["held_out_gain_interval"][0] > 0 for r in results)
     print(f"held-out gain interval above 0 in {above} of {len(results)} seed(s)")
+    by_seed = {result["seed"]: result for result in results}
+    values = {"settings": asdict(settings), "by_seed": by_seed}
+    print(f"stored in {write_measurement('shell_policy_seeds', started, values)}")
     first = results[0]
     if first["last_third_reward"] - first["first_third_reward"] < min_rise:
         raise SystemExit(f"the last third's mean reward did not rise by {min_rise}")
