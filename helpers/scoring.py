@@ -65,12 +65,14 @@ def final_answer(reference: str) -> str:
 
 
 def normalize_answer(answer: str) -> str:
-    """Lower-case, drop spaces, thousands commas, dollar signs and a trailing period.
+    """One spelling per answer, so that equal answers compare equal as strings.
 
-    Numbers are then written in one canonical form, so `19`, ` 19 ` and `19.0` are
-    equal, and so are `1,000` and `1000`, and `\\$10` (LaTeX's dollar) and `10.00`. A comma
-    counts as a thousands separator only before exactly three digits: `1,2` stays a wrong
-    answer to 12, not a way to write it.
+    Lower-case the text; drop whitespace, dollar signs (`$`, and LaTeX's `\\$`) and a
+    trailing period; drop a comma only as a thousands separator (a digit before it, exactly
+    three digits after it): `1,000` becomes `1000`, but `1,2` stays `1,2`, a wrong answer
+    to 12. If the rest reads as a number (`float()` accepts it), write it as an integer when
+    it is whole (`19.0` gives `19`; `-2` keeps its minus), else as `repr()` writes the
+    float (`2.5`). Anything else stays as cleaned (`nineteen`, `\\frac{1}{2}`).
     """
     text = re.sub(r"\s+|\\?\$", "", answer.lower()).rstrip(".")
     text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
@@ -89,15 +91,16 @@ def answer_matches(completion: str, reference: str) -> bool:
     return normalize_answer(boxed) == normalize_answer(final_answer(reference))
 
 
-THINK_CLOSE = "</think>"
-
-
 def graded_text(renderer: Any, action: list[int]) -> str | None:
-    """The part of a completion the grader reads: the text after its thinking, if any.
+    """The text the grader reads in a completion (`action`, its token ids), or None.
 
-    None when there is no answer to grade: the completion did not stop on the renderer's
-    stop token (cut off at max_tokens), never closed its thinking with `</think>`, or
-    opened a new `<think>` after it.
+    Only a completion that stopped cleanly has an answer: `renderer.parse_response(action)`
+    returns `(message, termination)`, and `termination.is_clean` is False when sampling was
+    cut off at max_tokens (no stop token); it raises `RendererError` on ids it cannot parse,
+    such as two stop tokens. Then decode the ids before the stop token (its id is in
+    `renderer.get_stop_sequences()`; `renderer.tokenizer.decode(ids)` gives text) and return
+    what follows the last `</think>`. None when the thinking never closed, or when a new
+    `<think>` opens after that last `</think>`.
     """
     try:
         _, termination = renderer.parse_response(action)
@@ -108,7 +111,7 @@ def graded_text(renderer: Any, action: list[int]) -> str | None:
     if not termination.is_clean:
         return None
     stop_at = next(i for i, token in enumerate(action) if token in renderer.get_stop_sequences())
-    _, closed, answer = renderer.tokenizer.decode(action[:stop_at]).rpartition(THINK_CLOSE)
+    _, closed, answer = renderer.tokenizer.decode(action[:stop_at]).rpartition("</think>")
     return answer if closed and "<think>" not in answer else None
 
 

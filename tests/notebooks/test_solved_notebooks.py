@@ -16,6 +16,7 @@ from tests.notebook_support import error_outputs, finish, papermill, small
 
 # Each notebook with exercises, and the parameters of its solved run.
 SOLVED_RUNS = {
+    "01_scoring": small("01_scoring"),
     "03_one_grpo_step": small("03_one_grpo_step"),
 }
 
