@@ -97,6 +97,8 @@ class Exercise:
     # and whether it needs the tests' local stack running.
     test_context: Callable[[], Awaitable[dict[str, Any]]] | None = None
     needs_stack: bool = False
+    # How a hint shows an answer whose repr says little (a tinker.Datum hides its numbers).
+    shown: Callable[[Any], str] | None = None
 
 
 def reference(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -136,7 +138,8 @@ async def check(exercise: Exercise, function: Callable[..., Any], **context: Any
         if not exercise.same(got, expected):
             print(
                 f"✗ `{name}` is wrong on the case {case.label!r}:\n"
-                f"  expected {_short(expected)}\n  got      {_short(got)}\n"
+                f"  expected {_short(expected, exercise.shown)}\n"
+                f"  got      {_short(got, exercise.shown)}\n"
                 f"  Hint: {await _hint(exercise, case, got)}\n"
                 f"  The cells below use the course's reference until this check passes."
             )
@@ -171,6 +174,12 @@ def _choose(exercise: Exercise, whose: str, function: Callable[..., Any] | None 
     return reference(exercise.reference)
 
 
-def _short(value: Any, width: int = 160) -> str:
-    text = repr(value.tolist() if isinstance(value, torch.Tensor) else value)
+def _short(value: Any, shown: Callable[[Any], str] | None = None, width: int = 160) -> str:
+    if shown is not None:
+        try:
+            text = shown(value)
+        except Exception:  # a learner's answer of another type: show it as it is
+            text = repr(value)
+    else:
+        text = repr(value.tolist() if isinstance(value, torch.Tensor) else value)
     return text if len(text) <= width else text[: width - 1] + "…"

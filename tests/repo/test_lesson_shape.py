@@ -87,6 +87,9 @@ REVIEWED_NUMBERS = {
         "1",
         "3",
         "4",
+        "5",  # 5, 8 and 12: the exercises' minutes
+        "8",
+        "12",
         "0.8",
         "1.2",
         "32",
