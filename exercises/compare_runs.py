@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from exercises.check import Case, Exercise, Mistake
+from sweeps.compare import seeds_needed, t_quantile
 
 
 def _mean_and_variance(values_P: np.ndarray, ddof: int = 1) -> tuple[float, float]:
@@ -162,6 +163,86 @@ GAIN_DIFFERENCE = Exercise(
             "these problems only; to estimate the spread of problems in general from a "
             "sample of them, divide by count - 1: pass ddof=1.",
             _population_variance,
+        ),
+    ],
+)
+
+
+def _seeds_per_setting(spread: float, run_error: float, difference: float) -> int:
+    return seeds_needed(max(spread, run_error), difference)
+
+
+def _least_seeds(spread: float, difference: float, reach, settings: float = 2.0) -> int:
+    """The least n >= 2 with reach(n) x spread x sqrt(settings / n) <= difference."""
+    for n in range(2, 100_001):
+        if reach(n) * spread * math.sqrt(settings / n) <= difference:
+            return n
+    raise ValueError("more than 100000 seeds")
+
+
+def _t_reach(freedom_of):
+    return lambda n: t_quantile(0.975, freedom_of(n)) + t_quantile(0.8, freedom_of(n))
+
+
+def _seed_cases() -> list[Case]:
+    return [
+        Case(
+            "two seeds spread by 0.04, one run's error 0.06, a difference of 0.1", (0.04, 0.06, 0.1)
+        ),
+        Case("seeds spread by 0.1, one run's error 0.04, a difference of 0.1", (0.1, 0.04, 0.1)),
+        Case(
+            "seeds spread by 0.05, one run's error 0.08, a difference of 0.08", (0.05, 0.08, 0.08)
+        ),
+    ]
+
+
+SEEDS_PER_SETTING = Exercise(
+    name="seeds_per_setting",
+    notebook="05_compare_runs",
+    minutes=10,
+    reference=_seeds_per_setting,
+    cases=_seed_cases,
+    mistakes=[
+        Mistake(
+            "the spread between seeds used as it is",
+            "you used the spread between seeds as it came out. From two or three seeds it "
+            "can land below one run's own evaluation error, which every seed's gain carries, "
+            "so the true spread cannot be that small: take the larger of the two.",
+            lambda spread, run_error, difference: seeds_needed(spread, difference),
+        ),
+        Mistake(
+            "the evaluation error added to the spread",
+            "you added the evaluation error to the spread between seeds. That spread already "
+            "holds it (each seed's gain was measured on its own problems), so adding it counts "
+            "it twice: take the larger of the two, not their sum.",
+            lambda spread, run_error, difference: seeds_needed(
+                math.hypot(spread, run_error), difference
+            ),
+        ),
+        Mistake(
+            "normal quantiles for t",
+            "you used the normal quantiles (1.96 and 0.84). With a handful of seeds the "
+            "spread itself is estimated, so use Student's t at 2(n - 1) degrees of freedom, "
+            "t_quantile(0.975, f) + t_quantile(0.8, f), recomputed for every n you try.",
+            lambda spread, run_error, difference: _least_seeds(
+                max(spread, run_error), difference, lambda n: 1.959964 + 0.841621
+            ),
+        ),
+        Mistake(
+            "one setting's noise only",
+            "you used sqrt(1 / n): that is the error of one setting's mean. Both settings' "
+            "means are noisy, so their difference has twice the variance: sqrt(2 / n).",
+            lambda spread, run_error, difference: _least_seeds(
+                max(spread, run_error), difference, _t_reach(lambda n: 2 * (n - 1)), 1.0
+            ),
+        ),
+        Mistake(
+            "n - 1 degrees of freedom",
+            "you took n - 1 degrees of freedom. The spread is pooled over both settings, "
+            "each with n seeds, so it has 2(n - 1).",
+            lambda spread, run_error, difference: _least_seeds(
+                max(spread, run_error), difference, _t_reach(lambda n: n - 1)
+            ),
         ),
     ],
 )
