@@ -45,6 +45,18 @@ def residuals(problems: list[dict], metric: str) -> np.ndarray | None:
     return (numerator - ratio * denominator) / denominator.mean()
 
 
+def problem_scores(scores: dict, metric: str) -> np.ndarray | None:
+    """One value per held-out problem whose mean is `scores[metric]` and whose spread is
+    that score's error (the score plus each problem's residual: for a score whose problems
+    have the same number of samples, each problem's own mean), or None without counts."""
+    problems = scores.get("problems")
+    errors = residuals(problems, metric) if problems else None
+    if problems is None or errors is None:
+        return None
+    top, bottom = RATIOS[metric]
+    return sum(p[top] for p in problems) / sum(p[bottom] for p in problems) + errors
+
+
 def t_quantile(probability: float, freedom: float) -> float:
     """Student's t quantile with `freedom` degrees of freedom (scipy is not a dependency): the
     density integrated by Simpson's rule, the quantile found by bisection."""

@@ -13,6 +13,8 @@ from sweeps.compare import (
     POWER,
     by_setting,
     interval_quantile,
+    problem_scores,
+    score_half_width,
     seed_spread,
     seeds_needed,
     t_quantile,
@@ -80,3 +82,24 @@ def test_the_seed_rule_has_80_percent_power(spread: float, difference: float) ->
     assert power(n) >= POWER - 0.01
     if n > 2:
         assert power(n - 1) < POWER + 0.01
+
+
+def test_problem_scores_average_to_the_score_and_spread_as_its_error() -> None:
+    """One value per problem: its own mean when every problem has the same samples; for a
+    ratio with uneven denominators, values whose mean is the score and whose standard error
+    is the score's interval over t."""
+    counts = [
+        {"samples": 4, "reward": 2.9, "correct_and_format": 2, "format": 3},
+        {"samples": 4, "reward": 0.0, "correct_and_format": 0, "format": 4},
+        {"samples": 4, "reward": 3.0, "correct_and_format": 3, "format": 3},
+        {"samples": 4, "reward": -0.2, "correct_and_format": 0, "format": 2},
+    ]
+    scores = {"reward": 5.7 / 16, "correct_given_format": 5 / 12, "problems": counts}
+    assert problem_scores(scores, "reward") == pytest.approx([0.725, 0.0, 0.75, -0.05])
+    values_P = problem_scores(scores, "correct_given_format")
+    assert values_P.mean() == pytest.approx(5 / 12)
+    error = values_P.std(ddof=1) / math.sqrt(len(values_P))
+    assert error * interval_quantile(3) == pytest.approx(
+        score_half_width(scores, "correct_given_format")
+    )
+    assert problem_scores({"reward": 0.5}, "reward") is None  # no counts per problem
