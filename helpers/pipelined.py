@@ -7,10 +7,13 @@ Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` us
 """
 
 import asyncio
+import collections
 import contextlib
+import functools
 import math
 import statistics
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +90,10 @@ class Batch:
     dropped_rollouts: int
 
 
+Sample = Callable[[int], Coroutine[Any, Any, Batch]]  # a schedule's `sample(step)`
+Train = Callable[[Batch], Awaitable[dict]]  # and its `train(batch)`
+
+
 async def sample_batch(
     step: int,
     sampled_at: int,
@@ -149,6 +156,24 @@ def difference_standard_errors(first: list[dict], second: list[dict]) -> dict[st
     return {score: (high - low) / (2 * 1.96) for score, (low, high) in intervals.items()}
 
 
+async def synchronous(steps: int, sample: Sample, train: Train) -> list[dict]:
+    """Notebook 04's order: sample a step's batch, then train on it."""
+    return [await train(await sample(step)) for step in range(steps)]
+
+
+async def k_steps_ahead(steps: int, sample: Sample, train: Train, k: int) -> list[dict]:
+    """`one_step_ahead` with k batches sampling: the batch trained at step t was asked for
+    at step t - k (fewer while the pipeline fills)."""
+    in_flight = collections.deque(asyncio.create_task(sample(s)) for s in range(min(k, steps)))
+    records = []
+    for step in range(steps):
+        batch = await in_flight.popleft()
+        if step + k < steps:
+            in_flight.append(asyncio.create_task(sample(step + k)))
+        records.append(await train(batch))
+    return records
+
+
 async def run_loop(
     training_client: Any,
     course: Any,
@@ -157,53 +182,72 @@ async def run_loop(
     steps: int,
     max_staleness: int,
     timeline: Timeline,
+    one_step_ahead: Any = None,
 ) -> list[dict]:
     """Train `steps` steps on batches sampled at most `max_staleness` steps earlier.
 
-    0 is the synchronous loop. With k > 0, up to k batches sample while Tinker trains; a
-    batch started during step t samples from step t's snapshot and is trained at step t + k.
-    `rows_for_step(step)` gives the problems of a step. Returns one record per step.
+    0 is the synchronous loop; 1 runs `one_step_ahead` (the notebook passes the one its check
+    chose), k > 1 `k_steps_ahead`. `sample(b)` samples batch b from the newest snapshot at the
+    moment it is called; `train(batch)` trains on it, then snapshots the weights for the next
+    step. `rows_for_step(step)` gives the problems of a step. Returns one record per step.
     Each snapshot is deleted once no batch samples from it any more, as notebook 04 does.
     """
-    lanes = max(1, max_staleness)
-    in_flight: dict[int, asyncio.Task] = {}
-    sampled_at: dict[int, int] = {}  # batch -> the step whose snapshot samples it
-    snapshots: dict[int, Any] = {}  # step -> its snapshot, until no batch samples from it
-    next_batch = 0
+    if max_staleness == 0:
+        schedule = synchronous
+    elif max_staleness == 1 and one_step_ahead is not None:
+        schedule = one_step_ahead
+    else:
+        schedule = functools.partial(k_steps_ahead, k=max_staleness)
+    run = new_run_id()  # this loop's runs never resume: each call is a new run
+    snapshots: dict[int, Any] = {}  # step -> its snapshot, while a batch may sample from it
+    asked: dict[int, int] = {}  # batch -> the step whose snapshot samples it, until it is back
+    sampling: set[asyncio.Task] = set()
+    newest, stopped = 0, False
 
-    def start_batches(step: int, policy: Any) -> None:
-        nonlocal next_batch
-        while len(in_flight) < lanes and next_batch <= min(step + max_staleness, steps - 1):
-            batch = sample_batch(
-                next_batch, step, policy, rows_for_step(next_batch), course, settings, timeline
-            )
-            in_flight[next_batch] = asyncio.create_task(batch)
-            sampled_at[next_batch] = step
-            next_batch += 1
+    async def snapshot(step: int) -> None:
+        nonlocal newest
+        started = time.monotonic()
+        name = f"{settings.run_name}-step-{step}"
+        snapshots[step] = await snapshot_policy(name, settings, training_client, course, run)
+        timeline.record("snapshot", step, started)
+        newest = step
 
     async def delete_unused_snapshots() -> None:
-        in_use = {sampled_at[batch] for batch in in_flight}
+        in_use = set() if stopped else {newest, *asked.values()}
         for step in [s for s in snapshots if s not in in_use]:
             await delete_checkpoint(course.service_client, snapshots.pop(step).checkpoint_path)
 
-    records = []
-    run = new_run_id()  # this loop's runs never resume: each call is a new run
+    def sample(batch: int) -> Coroutine[Any, Any, Batch]:
+        asked[batch] = newest  # the weights as they are now, however late the sampling starts
+        return sampled(batch, newest)
+
+    async def sampled(batch: int, sampled_at: int) -> Batch:
+        if stopped:  # the run failed before this batch began: sample nothing
+            raise asyncio.CancelledError
+        task = asyncio.current_task()
+        assert task is not None  # a coroutine always runs in a task
+        sampling.add(task)
+        try:
+            rows = rows_for_step(batch)
+            policy = snapshots[sampled_at]
+            return await sample_batch(batch, sampled_at, policy, rows, course, settings, timeline)
+        finally:
+            sampling.discard(task)
+            asked.pop(batch, None)
+
+    async def train(batch: Batch) -> dict:
+        record = await train_on_batch(batch, training_client, settings, timeline)
+        if batch.step + 1 < steps:
+            await snapshot(batch.step + 1)
+        await delete_unused_snapshots()
+        return record
+
     try:
-        for step in range(steps):
-            started = time.monotonic()
-            name = f"{settings.run_name}-step-{step}"
-            policy = await snapshot_policy(name, settings, training_client, course, run)
-            snapshots[step] = policy
-            timeline.record("snapshot", step, started)
-            start_batches(step, policy)
-            batch = await in_flight.pop(step)
-            start_batches(step, policy)
-            await delete_unused_snapshots()
-            records.append(await train_on_batch(batch, training_client, settings, timeline))
+        await snapshot(0)
+        return await schedule(steps, sample, train)
     finally:
-        for task in in_flight.values():  # only left over if a step failed
+        stopped = True
+        for task in sampling - {asyncio.current_task()}:  # only left over if a step failed
             task.cancel()
-        in_flight.clear()
-        with contextlib.suppress(Exception):  # the failure that got us here matters more
+        with contextlib.suppress(Exception):  # a failure that got us here matters more
             await delete_unused_snapshots()
-    return records

@@ -20,6 +20,7 @@ SOLVED_RUNS = {
     "01_scoring": small("01_scoring"),
     "03_one_grpo_step": small("03_one_grpo_step"),
     "05_compare_runs": {},  # it reads the runs below, as `make sweep` leaves them
+    "06_faster_loops": small("06_faster_loops", run_name="solved-06"),
 }
 # The notebooks that read earlier runs, and how their solved run gets some.
 EARLIER_RUNS = {"05_compare_runs": lambda runs: write_sweep_runs(runs, [])}
