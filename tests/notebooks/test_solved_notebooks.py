@@ -16,6 +16,7 @@ from tests.notebook_support import error_outputs, finish, papermill, small
 
 # Each notebook with exercises, and the parameters of its solved run.
 SOLVED_RUNS = {
+    "02_snapshot_and_serve": small("02_snapshot_and_serve"),
     "03_one_grpo_step": small("03_one_grpo_step"),
 }
 

@@ -78,7 +78,7 @@ def test_run_specific_sentences_are_rendered_cells() -> None:
 NOTEBOOK_NUMBERS = {"01", "02", "03", "04", "05", "06", "07", "08"}
 REVIEWED_NUMBERS = {
     "01_scoring": {"0", "1", "−0.1", "0.1", "0.5", "2", "7", "12", "84"},  # rewards, examples
-    "02_snapshot_and_serve": {"0", "-0.1", "0.3", "1.5", "8", "10", "12", "32", "404"},
+    "02_snapshot_and_serve": {"0", "-0.1", "0.3", "1.5", "8", "10", "12", "15", "32", "404"},
     "03_one_grpo_step": {
         "0",
         "0.0",
