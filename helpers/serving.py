@@ -103,6 +103,14 @@ class SnapshotCompleter(sail.SailTokenCompleter):
         self.gone: CheckpointGoneError | None = None
         self._renewing = asyncio.Lock()
 
+    def __repr__(self) -> str:  # what a check prints; never the URL, which works like a password
+        kind = self.checkpoint_path.rsplit("/", 2)[-2]
+        return (
+            f"SnapshotCompleter({kind} checkpoint, model={self.model!r}, "
+            f"temperature={self.temperature}, max_tokens={self.max_tokens}, "
+            f"window={self.completion_window!r}, ttl_seconds={self.ttl_seconds})"
+        )
+
     async def renew(self, seen: int) -> None:
         """Set the checkpoint's TTL again and sign a new URL, unless another request renewed
         them since this one saw `seen` renewals. If Tinker no longer has the checkpoint, say
