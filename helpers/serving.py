@@ -103,6 +103,14 @@ class SnapshotCompleter(sail.SailTokenCompleter):
         self.gone: CheckpointGoneError | None = None
         self._renewing = asyncio.Lock()
 
+    def __repr__(self) -> str:  # what a check prints; never the URL, which works like a password
+        kind = self.checkpoint_path.rsplit("/", 2)[-2]
+        return (
+            f"SnapshotCompleter({kind} checkpoint, model={self.model!r}, "
+            f"temperature={self.temperature}, max_tokens={self.max_tokens}, "
+            f"window={self.completion_window!r}, ttl_seconds={self.ttl_seconds})"
+        )
+
     async def renew(self, seen: int) -> None:
         """Set the checkpoint's TTL again and sign a new URL, unless another request renewed
         them since this one saw `seen` renewals. If Tinker no longer has the checkpoint, say
@@ -168,12 +176,17 @@ async def sail_policy(
 ) -> SnapshotCompleter:
     """Save the current weights as sampler checkpoint `name` and return a Sail completer for it.
 
-    Tinker deletes the checkpoint `ttl_seconds` after this call (the save sets the TTL and
-    the signed-URL helper sets it again), or sooner if you delete `checkpoint_path`; if a
-    rollout in `completion_window` could outlive that, the TTL is longer
-    (`checkpoint_lifetime`). The completer polls Sail for as long as `completion_window` may
-    take (`ROLLOUT_TIMEOUT_S`), not the SDK's fixed 20 minutes. Sail is told `lora_name`
-    (default: `name`) as the LoRA's name.
+    1. The TTL is `checkpoint_lifetime(completion_window, ttl_seconds)`: `ttl_seconds`, or
+       longer if a rollout in `completion_window` could outlive it. Use it for the save, the
+       URL and the completer (which renews both with it).
+    2. Save the weights for sampling under `name` with that TTL and wait for the save: two
+       awaits, as above. Its result's `path` is the new checkpoint.
+    3. Sign a URL for that path: `sail.get_tinker_checkpoint_signed_url_async`, same TTL.
+    4. Return `SnapshotCompleter(path, service_client, ttl_seconds, **settings)`, whose
+       settings are `SailTokenCompleter`'s: `model`, `max_tokens`, `temperature`,
+       `completion_window`, `poll_timeout=ROLLOUT_TIMEOUT_S[completion_window]` (not the
+       SDK's fixed 20 minutes), `tinker_lora_signed_url`, `adapter_config`, and
+       `tinker_lora_name` (`lora_name`, else `name`).
     """
     ttl_seconds = checkpoint_lifetime(completion_window, ttl_seconds)
     save_future = await training_client.save_weights_for_sampler_async(
@@ -184,9 +197,9 @@ async def sail_policy(
         service_client, save_result.path, ttl_seconds=ttl_seconds
     )
     return SnapshotCompleter(
-        checkpoint_path=save_result.path,
-        service_client=service_client,
-        ttl_seconds=ttl_seconds,
+        save_result.path,
+        service_client,
+        ttl_seconds,
         model=model_name,
         max_tokens=max_tokens,
         temperature=temperature,

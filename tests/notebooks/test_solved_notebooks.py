@@ -18,6 +18,7 @@ from tests.sweep_support import write_sweep_runs
 # Each notebook with exercises, and the parameters of its solved run.
 SOLVED_RUNS = {
     "01_scoring": small("01_scoring"),
+    "02_snapshot_and_serve": small("02_snapshot_and_serve"),
     "03_one_grpo_step": small("03_one_grpo_step"),
     "05_compare_runs": {},  # it reads the runs below, as `make sweep` leaves them
     "06_faster_loops": small("06_faster_loops", run_name="solved-06"),
