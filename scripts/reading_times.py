@@ -23,7 +23,6 @@ def core_words(notebook: Path) -> int:
     """Words (runs of non-space characters) in the markdown cells not tagged `optional`, nor
     `solution` (an exercise's collapsed solution is code, not prose)."""
     cells = nbformat.read(notebook, as_version=4).cells
-    skipped = {"optional", "solution"}
     return sum(
         len(re.findall(r"\S+", cell.source))
         for cell in cells
