@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import tinker  # noqa: F401 (run_step's solution sends tinker.Datum)
 import torch
 from tinker_cookbook.exceptions import AllTrajectoriesFailedError
 from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
@@ -21,7 +22,7 @@ from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
 from tinker_cookbook.rl.types import EnvGroupBuilder, Trajectory, TrajectoryGroup
 
-from helpers.cost import sampled_tokens
+from helpers.cost import sampled_tokens  # noqa: F401 (run_step's solution uses it)
 from helpers.rollout_failures import CountingPolicy
 from helpers.runlog import run_id
 from helpers.scoring import MathGroupBuilder, final_answer
@@ -192,10 +193,31 @@ async def run_step(
     training_client: Any,
     course: Any,
 ) -> tuple[dict, list[TrajectoryGroup]]:
-    """One step of the loop on any task's groups (arithmetic problems, shell tasks...).
+    """One step of the loop on any task's groups: returns the step's record (which the loop
+    logs and plots) and the step's rollout groups.
 
-    Returns the step's record, which notebook 04 logs and plots, and its rollout groups,
-    for a caller that wants to look into what the policy wrote.
+    1. Snapshot: `snapshot_policy(f"{settings.run_name}-step-{step}", settings,
+       training_client, course)` saves the current weights and gives a Sail policy for them.
+    2. Roll out: `rollout_groups(builders, policy)` gives `(groups, dropped_rollouts)`; then
+       Sail is done with the checkpoint: `delete_checkpoint(course.service_client,
+       policy.checkpoint_path)`.
+    3. `split_degenerate_groups(groups)` gives `(kept, degenerate)`. Train on the kept groups;
+       if there are none, skip steps 4 and 5: no datums, no optimizer step.
+    4. `compute_advantages(kept)` (each reward minus its group's mean), then
+       `assemble_training_data(kept, advantages)` gives `(data, _)`, one `tinker.Datum` a
+       rollout.
+    5. `training_client.forward_backward_async(datums, "importance_sampling")`, with each
+       datum's "mask" input left out (`tinker.Datum(model_input=..., loss_fn_inputs=...)`),
+       then `training_client.optim_step_async(tinker.AdamParams(learning_rate=
+       settings.learning_rate, beta1=0.9, beta2=0.95, eps=1e-8))`. Each returns a future:
+       `await future.result_async()`. Datum i's learner logprobs are
+       `backward_result.loss_fn_outputs[i]["logprobs"].to_torch()`.
+    6. The record: "step"; `**metric_rates(groups)`; "reward" (`mean_reward(groups)`);
+       "degenerate_pct" (100 if no group survived); "skipped"; "datums"; "dropped_rollouts";
+       "sail_retries" (`sum(policy.retries.values())`); "sampled_tokens"
+       (`sampled_tokens(groups)`); "save_s", "sample_s", "train_s" (`time.monotonic()`
+       differences); and, if it trained, "advantage_abs_mean", the optimizer result's
+       `metrics` and `**train_step_metrics(data, learner_logprobs)`.
     """
     started = time.monotonic()
     policy = await snapshot_policy(
@@ -208,12 +230,30 @@ async def run_step(
     sampled = time.monotonic()
 
     training_groups, degenerate_groups = split_degenerate_groups(groups)
-    data: list[Any] = []
+    data: list[tinker.Datum] = []
     training_metrics: dict[str, float] = {}
     if training_groups:  # a step with nothing to learn from is skipped, not fatal
-        data, _, training_metrics = await train_on_groups(
-            training_groups, settings.learning_rate, training_client
+        advantages = compute_advantages(training_groups)
+        data, _ = assemble_training_data(training_groups, advantages)
+        sent = [  # Tinker's importance_sampling loss takes no "mask" input
+            tinker.Datum(
+                model_input=datum.model_input,
+                loss_fn_inputs={k: v for k, v in datum.loss_fn_inputs.items() if k != "mask"},
+            )
+            for datum in data
+        ]
+        backward = await training_client.forward_backward_async(sent, "importance_sampling")
+        adam = tinker.AdamParams(
+            learning_rate=settings.learning_rate, beta1=0.9, beta2=0.95, eps=1e-8
         )
+        optimized = await training_client.optim_step_async(adam)
+        outputs = (await backward.result_async()).loss_fn_outputs
+        learner_logprobs = [output["logprobs"].to_torch() for output in outputs]
+        training_metrics = {
+            "advantage_abs_mean": float(torch.cat(advantages).abs().mean()),
+            **((await optimized.result_async()).metrics or {}),
+            **train_step_metrics(data, learner_logprobs),
+        }
     trained = time.monotonic()
 
     record = {

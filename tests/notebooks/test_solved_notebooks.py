@@ -24,6 +24,7 @@ SOLVED_RUNS = {
     "06_faster_loops": small("06_faster_loops", run_name="solved-06"),
     # 08 trains a short run of its own when `run_name` names none.
     "08_ship_the_adapter": small("08_ship_the_adapter", run_name="solved-ship"),
+    "04_training_loop": small("04_training_loop", run_name="solved"),
 }
 # The notebooks that read earlier runs, and how their solved run gets some.
 EARLIER_RUNS = {"05_compare_runs": lambda runs: write_sweep_runs(runs, [])}
