@@ -20,11 +20,11 @@ SOLVED_RUNS = {
     "01_scoring": small("01_scoring"),
     "02_snapshot_and_serve": small("02_snapshot_and_serve"),
     "03_one_grpo_step": small("03_one_grpo_step"),
+    "04_training_loop": small("04_training_loop", run_name="solved"),
     "05_compare_runs": {},  # it reads the runs below, as `make sweep` leaves them
     "06_faster_loops": small("06_faster_loops", run_name="solved-06"),
     # 08 trains a short run of its own when `run_name` names none.
     "08_ship_the_adapter": small("08_ship_the_adapter", run_name="solved-ship"),
-    "04_training_loop": small("04_training_loop", run_name="solved"),
 }
 # The notebooks that read earlier runs, and how their solved run gets some.
 EARLIER_RUNS = {"05_compare_runs": lambda runs: write_sweep_runs(runs, [])}
