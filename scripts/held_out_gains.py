@@ -76,13 +76,13 @@ async def main(seeds: list[int]) -> None:
     above_zero = dict.fromkeys(SETS, 0)
     by_seed: dict[int, dict] = {}
     for seed in seeds:
-        started = time.perf_counter()
+        seed_started = time.perf_counter()
         comparisons = await one_run(course, seed)
         by_seed[seed] = {
             name: {score: comparison[score] for score in ("correct", "format")}
             for name, comparison in comparisons.items()
         }
-        print(f"seed {seed} ({time.perf_counter() - started:.0f} s):", flush=True)
+        print(f"seed {seed} ({time.perf_counter() - seed_started:.0f} s):", flush=True)
         for name, comparison in comparisons.items():
             above_zero[name] += comparison["correct"]["gain_interval"][0] > 0
             print(
