@@ -17,6 +17,7 @@ from tests.notebook_support import error_outputs, finish, papermill, small
 # Each notebook with exercises, and the parameters of its solved run.
 SOLVED_RUNS = {
     "03_one_grpo_step": small("03_one_grpo_step"),
+    "07_sandboxed_rollouts": small("07_sandboxed_rollouts", run_name="solved-small"),
 }
 
 
