@@ -113,9 +113,9 @@ def test_without_the_sandbox_it_says_why_skips_sandbox_cells_and_runs_the_rest(
     assert sentence.startswith("The local sandbox cannot run on this machine, because `bwrap`")
     assert "shell_tasks.sandboxes.sailbox_factory" in sentence
     marked = [c for c in executed.cells if needs_sandbox(c)]
-    # six of the first part (the step's check among them), five of the training section, the
+    # five of the first part (the step's check among them), five of the training section, the
     # optional tamper suite
-    assert len(marked) == 12
+    assert len(marked) == 11
     for cell in marked:
         assert [o.output_type for o in cell.outputs] == ["stream"]
         assert printed(cell) == SKIPPED + "\n"
