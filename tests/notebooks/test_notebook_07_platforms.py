@@ -17,10 +17,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 
 from shell_tasks.sandbox_cells import MARK, SKIPPED
+from tests.containment_support import assert_contained
 from tests.notebook_support import SMALL_PARAMETERS, finish, papermill, probe, with_probe
 
 NOTEBOOK = "07_sandboxed_rollouts.ipynb"
@@ -48,10 +50,9 @@ sys.addaudithook(_log_process_starts)
 CONTAINMENT = """{
     "rows": json.loads(containment.to_json(orient="index")),
     "left": len(left),
-    "totals_enforced": course.backend == "local" and totals_enforced,
-    "memory_peak_bytes": memory_peak if course.backend == "local" else None,
-    "memory_bytes": limits.memory_bytes if course.backend == "local" else None,
-    "disk_mib": limits.disk_bytes >> 20 if course.backend == "local" else None,
+    "totals_enforced": totals_enforced,
+    "memory_peak_bytes": memory_peak,
+    "limits": {"memory_bytes": limits.memory_bytes, "disk_bytes": limits.disk_bytes},
 }"""
 
 
@@ -143,28 +144,13 @@ def test_with_the_sandbox_every_cell_runs_and_every_command_is_sandboxed(
     launches = [a for a in started if not is_local_stack(a) and a not in mounts]
     assert all("bwrap" in argv for argv in launches)
     assert len(launches) >= 20
-    assert_containment_held(probe(executed))
-
-
-def assert_containment_held(measured: dict) -> None:
-    """The local sandbox contained every attempt of the containment cell."""
-    rows = measured["rows"]
-    for name in ("infinite loop", "fork bomb"):  # sail.ExecResult's timeout: 124 and timed_out
-        assert (rows[name]["exit code"], rows[name]["timed out"]) == (124, True), rows[name]
-    assert rows["1 GB of output"]["stdout bytes"] == 1000
-    network = rows["network call"]
-    assert "connected" not in network["stdout (head)"]
-    assert "refused" in network["stderr (telling line)"]
-    assert "Read-only" in rows["write outside the workdir"]["stderr (telling line)"]
-    assert rows["background process"]["stdout (head)"].startswith("started ")
-    assert rows["background process"]["afterwards"].startswith("0 ")
-    assert rows["read your secrets"]["stdout (head)"] == "canary: 0, key names: 0"
-    assert rows["fake the grade"]["afterwards"] == "graded reward 0.0"
-    assert rows["fake it from ~/.profile"]["afterwards"] == "graded reward 0.0"
-    assert rows["the same, graded in its own sandbox"]["afterwards"] == "graded reward 1.0"
-    assert measured["left"] == 0
-    if measured["totals_enforced"]:  # without root the limits hold per process only
-        assert measured["memory_peak_bytes"] <= measured["memory_bytes"]
-        disk = rows["disk: 8 x 100 MiB in 1 MiB files"]
-        assert "No space left" in disk["stderr (telling line)"]
-        assert int(disk["stdout (head)"]) <= measured["disk_mib"]
+    measured = probe(executed)
+    limits = SimpleNamespace(**measured["limits"])
+    assert_contained(
+        measured["rows"],
+        "local",
+        measured["left"],
+        measured["totals_enforced"],
+        measured["memory_peak_bytes"],
+        limits,
+    )
