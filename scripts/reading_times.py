@@ -20,12 +20,14 @@ WORDS_PER_MINUTE = 150
 
 
 def core_words(notebook: Path) -> int:
-    """Words (runs of non-space characters) in the markdown cells not tagged `optional`."""
+    """Words (runs of non-space characters) in the markdown cells not tagged `optional`, nor
+    `solution` (an exercise's collapsed solution is code to read only if stuck)."""
     cells = nbformat.read(notebook, as_version=4).cells
+    skipped = {"optional", "solution"}
     return sum(
         len(re.findall(r"\S+", cell.source))
         for cell in cells
-        if cell.cell_type == "markdown" and "optional" not in cell.metadata.get("tags", [])
+        if cell.cell_type == "markdown" and not skipped & set(cell.metadata.get("tags", []))
     )
 
 
