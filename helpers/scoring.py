@@ -91,6 +91,10 @@ def answer_matches(completion: str, reference: str) -> bool:
     return normalize_answer(boxed) == normalize_answer(final_answer(reference))
 
 
+# Where a completion's thinking ends (notebook 04 and the shell tasks read it).
+THINK_CLOSE = "</think>"
+
+
 def graded_text(renderer: Any, action: list[int]) -> str | None:
     """The text the grader reads in a completion (`action`, its token ids), or None.
 

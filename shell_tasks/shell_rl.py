@@ -25,7 +25,14 @@ from tinker_cookbook.rl.types import TrajectoryGroup
 from helpers.params import check_backend
 from helpers.training import COUNTS, rollout_groups, scores
 from kimi import MODEL_NAME, RENDERER_NAME
-from shell_tasks.shell_env import SandboxFactory, ShellTaskGroupBuilder
+from shell_tasks.shell_env import (
+    SandboxedStep,
+    SandboxFactory,
+    ScriptRule,
+    ShellTaskGroupBuilder,
+    bash_script,
+    run_and_grade,
+)
 
 # The local stack's shell policy (see `local_stack.engine.model.BASE_MODEL_DIRS`).
 LOCAL_SHELL_MODEL = "course/tiny-shell"
@@ -58,8 +65,11 @@ def group_builders(
     sandbox_factory: SandboxFactory,
     group_size: int,
     model_name: str,
+    script_rule: ScriptRule = bash_script,
+    step: SandboxedStep = run_and_grade,
 ) -> list[ShellTaskGroupBuilder]:
-    """One group per task directory; each rollout in its own sandbox, created concurrently."""
+    """One group per task directory; each rollout in its own sandbox, created concurrently,
+    its script found by `script_rule` and run and graded by `step`."""
     return [
         ShellTaskGroupBuilder(
             task_dir=task_dir,
@@ -68,6 +78,8 @@ def group_builders(
             model_name=model_name,
             renderer_name=RENDERER_NAME,
             sandbox_creation="concurrent",
+            script_rule=script_rule,
+            step=step,
         )
         for task_dir in task_dirs
     ]
@@ -89,10 +101,14 @@ async def evaluate_tasks(
     sandbox_factory: SandboxFactory,
     samples_per_task: int,
     model_name: str,
+    script_rule: ScriptRule = bash_script,
+    step: SandboxedStep = run_and_grade,
 ) -> dict:
     """Score `policy` on `task_dirs` without training: pooled scores ("correct" is pass@1)
     and the counts per task that `helpers.training.bootstrap_interval` resamples."""
-    builders = group_builders(task_dirs, sandbox_factory, samples_per_task, model_name)
+    builders = group_builders(
+        task_dirs, sandbox_factory, samples_per_task, model_name, script_rule, step
+    )
     groups, dropped = await rollout_groups(builders, policy, min_successful=1)
     problems = [dict.fromkeys(COUNTS, 0.0) for _ in task_dirs]
     index = {Path(d).name: i for i, d in enumerate(task_dirs)}

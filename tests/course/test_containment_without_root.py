@@ -2,25 +2,17 @@
 
 Without root the local sandbox cannot enforce its per-sandbox totals (memory, disk): the limits
 hold per process, `memory_peak_bytes()` is None, and the memory and disk rows finish without
-"Killed" or "No space left". The check cell must then skip those rows rather than crash, and
-still check them where the totals are enforced. The cell runs here as the notebook has it.
+"Killed" or "No space left". The check (`tests.containment_support.assert_contained`, which
+tests/notebooks/test_notebook_07_platforms.py runs on the executed notebook) must then skip
+those rows rather than crash, and still check them where the totals are enforced.
 """
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
-
-import nbformat
 import pytest
 
 from local_stack.client.sailbox.isolation import ResourceLimits
-from tests.containment_support import containment_table
-
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_sandboxed_rollouts.ipynb"
-CHECK_CELL = "containment-checked"
+from tests.containment_support import assert_contained, containment_table
 
 # What the local sandbox's table shows when the notebook does not run as root: every row as
 # with root, except that the eight allocations and the 800 MiB of small files all succeed.
@@ -50,26 +42,17 @@ PER_PROCESS_ROWS = {
 }
 
 
-def run_check_cell(totals_enforced: bool) -> dict[str, Any]:
-    [cell] = [c for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.get("id") == CHECK_CELL]
-    namespace = {
-        "containment": containment_table(PER_PROCESS_ROWS),
-        "course": SimpleNamespace(backend="local"),
-        "left": [],
-        "limits": ResourceLimits(),
-        "totals_enforced": totals_enforced,
-        "memory_peak": None,  # what `memory_peak_bytes()` returns without the totals
-    }
-    code = compile(cell.source, CHECK_CELL, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    exec(code, namespace)  # noqa: S102 - the course's own notebook cell
-    return namespace
+def check(totals_enforced: bool) -> None:
+    outcome = containment_table(PER_PROCESS_ROWS).to_dict("index")
+    limits = ResourceLimits()
+    # Without the totals `memory_peak_bytes()` returns None.
+    assert_contained(outcome, "local", 0, totals_enforced, None, limits)
 
 
-def test_the_check_cell_passes_where_the_limits_hold_per_process(capsys) -> None:
-    run_check_cell(totals_enforced=False)
-    assert "every claim below holds for this run" in capsys.readouterr().out
+def test_the_check_passes_where_the_limits_hold_per_process() -> None:
+    check(totals_enforced=False)
 
 
-def test_the_check_cell_still_checks_the_totals_where_they_are_enforced() -> None:
-    with pytest.raises(AssertionError):  # the memory row shows no "Killed"
-        run_check_cell(totals_enforced=True)
+def test_the_check_still_checks_the_totals_where_they_are_enforced() -> None:
+    with pytest.raises(AssertionError):  # the disk row shows no "No space left"
+        check(totals_enforced=True)

@@ -3,7 +3,8 @@
 The cells run here as the notebook has them, with `backend = "cloud"` and a sandbox factory
 whose results are what `sail.TinkerSandbox` passes on from a Sailbox (exit code 124 and
 `timed_out` on a timeout, stderr only what the command wrote; see
-tests/stack/test_sandbox_exec_result.py), so no bubblewrap and no Sail are needed.
+tests/stack/test_sandbox_exec_result.py), so no bubblewrap and no Sail are needed; and what the
+notebook says of the table (`tests.containment_support.assert_contained`) holds on them.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ import psutil
 import pytest
 from tinker_cookbook.sandbox.sandbox_interface import SandboxResult
 
-from tests.containment_support import containment_table
+from tests.containment_support import assert_contained, containment_table
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_sandboxed_rollouts.ipynb"
-CONTAINMENT_CELL, CHECK_CELL = "cell-16", "containment-checked"
+CONTAINMENT_CELL = "cell-16"
 
 
 def cell_source(cell_id: str) -> str:
@@ -175,15 +176,10 @@ SAILBOX_ROWS = {
 
 
 def check(rows: dict[str, dict[str, Any]]) -> None:
-    namespace = {
-        "containment": containment_table(rows),
-        "course": SimpleNamespace(backend="cloud"),
-        "left": [],
-    }
-    asyncio.run(run_cell(CHECK_CELL, namespace))
+    assert_contained(containment_table(rows).to_dict("index"), "cloud", left=0)
 
 
-def test_the_check_cell_holds_on_a_sailboxs_outcomes() -> None:
+def test_the_containment_check_holds_on_a_sailboxs_outcomes() -> None:
     check(SAILBOX_ROWS)
 
 
@@ -197,7 +193,7 @@ def test_the_check_cell_holds_on_a_sailboxs_outcomes() -> None:
         {"network call": {"stdout (head)": "connected"}},
     ],
 )
-def test_the_check_cell_still_fails_a_wrong_outcome_in_the_cloud(defect) -> None:
+def test_the_containment_check_still_fails_a_wrong_outcome_in_the_cloud(defect) -> None:
     rows = {name: {**row, **defect.get(name, {})} for name, row in SAILBOX_ROWS.items()}
     with pytest.raises(AssertionError):
         check(rows)

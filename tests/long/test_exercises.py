@@ -262,7 +262,7 @@ def test_07_a_correct_but_slow_script_is_killed_at_command_timeout_and_earns_0(e
     assert len(slow) == 1, "the bullet says seed 0 draws the slow reply once in 8 rollouts"
     for _, exit_code, verifier, reward in slow:
         assert exit_code == 124 and reward == 0.0  # killed at its timeout, before writing
-        assert "FAIL: /app/sum.txt does not exist" in verifier
+        assert verifier == "not graded: the script ran past 5 s"
 
 
 def test_07_a_planted_reward_fools_harbor_reward_and_not_run_verifier(edited_07) -> None:

@@ -3,8 +3,11 @@
 Where it cannot (no bubblewrap here; macOS and missing user namespaces take the same path),
 the notebook says why in one sentence at the top, skips each cell that creates sandboxes
 with one printed line, runs every other cell, and starts no command outside a sandbox.
-Where it can, nothing is skipped. An audit hook in the kernel records every process the
-kernel starts, so "no command ran unisolated" is checked, not assumed.
+Where it can, nothing is skipped, and the containment table holds what the notebook says of
+it (read from the executed notebook: the claims that hold on any machine, not the ones a
+busy machine can change, such as a fork bomb reaching its process limit within 3 s). An audit
+hook in the kernel records every process the kernel starts, so "no command ran unisolated"
+is checked, not assumed.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 
 from shell_tasks.sandbox_cells import MARK, SKIPPED
-from tests.notebook_support import SMALL_PARAMETERS, finish, papermill
+from tests.containment_support import assert_contained
+from tests.notebook_support import SMALL_PARAMETERS, finish, papermill, probe, with_probe
 
 NOTEBOOK = "07_sandboxed_rollouts.ipynb"
 # Runs in the kernel at start-up (an IPython startup file): logs the argv of each process
@@ -41,6 +46,14 @@ def _log_process_starts(event, args):
 
 sys.addaudithook(_log_process_starts)
 """
+# What the containment cell measured, printed by a last cell the test appends.
+CONTAINMENT = """{
+    "rows": json.loads(containment.to_json(orient="index")),
+    "left": len(left),
+    "totals_enforced": totals_enforced,
+    "memory_peak_bytes": memory_peak,
+    "limits": {"memory_bytes": limits.memory_bytes, "disk_bytes": limits.disk_bytes},
+}"""
 
 
 def path_without_bwrap(folder: Path) -> str:
@@ -54,9 +67,11 @@ def path_without_bwrap(folder: Path) -> str:
     return str(folder)
 
 
-def run_notebook_04(env: dict, tmp_path: Path) -> tuple[nbformat.NotebookNode, list[list[str]]]:
-    """Run notebook 07 under papermill; return the executed notebook and the kernel's
-    process starts."""
+def run_notebook_07(
+    env: dict, tmp_path: Path, notebook: str = NOTEBOOK
+) -> tuple[nbformat.NotebookNode, list[list[str]]]:
+    """Run notebook 07 (or an edited copy, by path) under papermill; return the executed
+    notebook and the kernel's process starts."""
     startup = tmp_path / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True)
     (startup / "log_process_starts.py").write_text(AUDIT_STARTUP)
@@ -67,7 +82,7 @@ def run_notebook_04(env: dict, tmp_path: Path) -> tuple[nbformat.NotebookNode, l
         "COURSE_TEST_PROCESS_LOG": str(process_log),
     }
     out = tmp_path / NOTEBOOK
-    code, log = finish(papermill(NOTEBOOK, out, SMALL_PARAMETERS[NOTEBOOK], env))
+    code, log = finish(papermill(notebook, out, SMALL_PARAMETERS[NOTEBOOK], env))
     assert code == 0, log[-3000:]
     started = (
         [json.loads(line) for line in process_log.read_text().splitlines()]
@@ -93,13 +108,14 @@ def test_without_the_sandbox_it_says_why_skips_sandbox_cells_and_runs_the_rest(
     shared_stack_env: dict, tmp_path: Path
 ) -> None:
     shared_stack_env["PATH"] = path_without_bwrap(tmp_path / "bin")
-    executed, started = run_notebook_04(shared_stack_env, tmp_path)
+    executed, started = run_notebook_07(shared_stack_env, tmp_path)
     setup = next(c for c in executed.cells if "prepare_sandbox_cells(" in c.source)
     [sentence] = [line for line in printed(setup).splitlines() if "sandbox" in line]
     assert sentence.startswith("The local sandbox cannot run on this machine, because `bwrap`")
     assert "shell_tasks.sandboxes.sailbox_factory" in sentence
     marked = [c for c in executed.cells if needs_sandbox(c)]
-    # five of the first part, five of the training section, the optional tamper suite
+    # five of the first part (the step's check among them), five of the training section, the
+    # optional tamper suite
     assert len(marked) == 11
     for cell in marked:
         assert [o.output_type for o in cell.outputs] == ["stream"]
@@ -117,7 +133,8 @@ def test_with_the_sandbox_every_cell_runs_and_every_command_is_sandboxed(
     assert shutil.which("bwrap", path=shared_stack_env["PATH"]), (
         "this check needs bubblewrap installed"
     )
-    executed, started = run_notebook_04(shared_stack_env, tmp_path)
+    probed = with_probe(NOTEBOOK, tmp_path / "probed", CONTAINMENT)
+    executed, started = run_notebook_07(shared_stack_env, tmp_path, str(probed))
     assert SKIPPED not in "".join(printed(c) for c in executed.cells)
     assert all(c.execution_count for c in executed.cells if c.cell_type == "code")
     # Besides the stack and the mounts of the sandboxes' own disks, the kernel started only
@@ -127,3 +144,13 @@ def test_with_the_sandbox_every_cell_runs_and_every_command_is_sandboxed(
     launches = [a for a in started if not is_local_stack(a) and a not in mounts]
     assert all("bwrap" in argv for argv in launches)
     assert len(launches) >= 20
+    measured = probe(executed)
+    limits = SimpleNamespace(**measured["limits"])
+    assert_contained(
+        measured["rows"],
+        "local",
+        measured["left"],
+        measured["totals_enforced"],
+        measured["memory_peak_bytes"],
+        limits,
+    )

@@ -23,6 +23,7 @@ SOLVED_RUNS = {
     "04_training_loop": small("04_training_loop", run_name="solved"),
     "05_compare_runs": {},  # it reads the runs below, as `make sweep` leaves them
     "06_faster_loops": small("06_faster_loops", run_name="solved-06"),
+    "07_sandboxed_rollouts": small("07_sandboxed_rollouts", run_name="solved-small"),
     # 08 trains a short run of its own when `run_name` names none.
     "08_ship_the_adapter": small("08_ship_the_adapter", run_name="solved-ship"),
 }

@@ -186,7 +186,9 @@ def states_fraction(text: str, part: int, whole: int) -> bool:
 def test_the_faq_on_unseen_facts_cites_the_stored_measurement() -> None:
     """The FAQ quotes measurements/held_out_gains.json, which notebook 04 renders too."""
     measured = load_measurement("held_out_gains")
-    faq = flat(guide().split("## Questions attendees ask", 1)[1].split("\n**", 2)[1]).replace("−", "-")
+    faq = flat(guide().split("## Questions attendees ask", 1)[1].split("\n**", 2)[1]).replace(
+        "−", "-"
+    )
     assert measured["date"] in faq and measured["script"] in faq
     by_seed = measured["by_seed"].values()
     for name in ("known facts, not trained", "unseen facts"):

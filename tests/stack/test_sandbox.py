@@ -30,9 +30,11 @@ from sandbox_probes import (
     processes_with,
     run,
 )
+from tinker_cookbook.renderers import get_renderer
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.sandbox.sandbox_interface import SandboxInterface, SandboxTerminatedError
 
+from helpers.scoring import graded_text
 from kimi import (
     MODEL_NAME,
     RENDERER_NAME,
@@ -49,7 +51,12 @@ from local_stack.client.sailbox import (
 from local_stack.client.sailbox.enclosure import totals_problem
 from local_stack.client.sailbox.process import OUTPUT_CEILING_BYTES
 from shell_tasks.harbor_task import load_harbor_task
-from shell_tasks.shell_env import ShellTaskGroupBuilder, extract_bash_script
+from shell_tasks.shell_env import (
+    ShellTaskGroupBuilder,
+    bash_script,
+    completion_text,
+    extract_bash_script,
+)
 from tests.replies_support import Replies
 
 # Hangs only: whether a command was killed at its timeout is `metrics["timed_out"]`.
@@ -368,6 +375,26 @@ def test_extract_bash_script_takes_the_first_bash_block() -> None:
     text = "plan\n```python\nprint(1)\n```\n```bash\necho a\n```\n```sh\necho b\n```"
     assert extract_bash_script(text) == "echo a\n"
     assert extract_bash_script("echo a") is None
+
+
+def test_the_script_rule_is_notebook_01s_grader_rule_then_the_first_bash_block() -> None:
+    """`bash_script` (the learner's exercise in notebook 07) on a completion's text agrees
+    with the token-level rule the math environment grades by."""
+    register_offline_kimi_tokenizer()
+    renderer = get_renderer(RENDERER_NAME, offline_kimi_tokenizer())
+    block = "```bash\necho 1 > sum.txt\n```"
+    completions = {
+        f"Sum.</think>{block}<|im_end|>": "echo 1 > sum.txt\n",  # an answer
+        f"Sum.</think>{block}": None,  # cut off: no stop token
+        f"Still thinking {block}<|im_end|>": None,  # never closed its thinking
+        f"</think>{block}<think>again<|im_end|>": None,  # thinking again after the answer
+        "</think>No block.<|im_end|>": None,
+    }
+    for text, script in completions.items():
+        tokens = offline_kimi_tokenizer().encode(text)
+        answer = graded_text(renderer, tokens)
+        assert (None if answer is None else extract_bash_script(answer)) == script, text
+        assert bash_script(*completion_text(renderer, tokens)) == script, text
 
 
 CORRECT = (

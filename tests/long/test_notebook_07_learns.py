@@ -1,0 +1,28 @@
+"""Notebook 07 at its local defaults learns: the training reward of the last third of its
+steps beats the first third's by at least 0.15. A claim about a random run, so it is checked
+here, on the executed notebook's own metrics file, not by a cell of the notebook."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from local_stack.client.supervisor import stop_local_stack
+from tests.notebook_support import error_outputs, kernel_env, run, succeeded
+
+NOTEBOOK = "07_sandboxed_rollouts.ipynb"
+RUN_NAME = "sandboxed-shell"  # the notebook's default run_name
+MIN_RISE = 0.15  # what scripts/train_shell_policy.py --min-rise checks by default
+
+
+def test_07_at_its_defaults_the_training_reward_rises(tmp_path: Path) -> None:
+    try:
+        executed = succeeded(run(NOTEBOOK, tmp_path / "out.ipynb", {}, kernel_env(tmp_path)))
+    finally:
+        stop_local_stack(tmp_path / "stack")
+    assert not error_outputs(executed)
+    lines = (tmp_path / "runs" / RUN_NAME / "metrics.jsonl").read_text().splitlines()
+    rewards = [json.loads(line)["reward"] for line in lines if line]
+    third = max(1, len(rewards) // 3)
+    first, last = sum(rewards[:third]) / third, sum(rewards[-third:]) / third
+    assert last - first >= MIN_RISE, f"the reward rose only {last - first:+.3f}: {rewards}"
