@@ -562,6 +562,9 @@ def _spend_06(cfg: Any) -> None:
 # The tamper strategies notebook 07's optional cell grades: `len(shell_tasks.tamper.STRATEGIES)`,
 # written here because shell_tasks imports helpers (tests/course/test_cost.py holds them equal).
 TAMPER_STRATEGIES = 9
+# The cases of 07's step exercise (`exercises.sandboxed_rollouts`), a policy sandbox each;
+# held equal to the exercise's cases by the same test.
+STEP_CHECK_CASES = 6
 
 
 def _spend_07(cfg: Any) -> None:
@@ -589,13 +592,18 @@ def _spend_07(cfg: Any) -> None:
     # at 300 s, one more to grade each at 90 s. Sail bills a Sailbox by its observed usage
     # while it runs, plus a one-time charge when it is created (`Sailbox.create`'s docstring,
     # sail 0.17.1).
-    graded_rollouts = cfg.group_size + cfg.steps * rollouts_per_step + eval_rollouts
+    # The step exercise's check takes a policy sandbox per case (600 s) and, once a learner's
+    # step runs, at most two fresh ones per case to grade in (the learner's and the course's,
+    # 80 s: the case's 20 s and the grader's minute); the first group is graded by the step
+    # the check chose, at the same 80 s.
+    graded_rollouts = cfg.steps * rollouts_per_step + eval_rollouts
     at_600 = 4 * cfg.group_size + cfg.steps * rollouts_per_step + eval_rollouts
     lifetimes = {
+        80: cfg.group_size + 2 * STEP_CHECK_CASES,
         90: 2 + TAMPER_STRATEGIES,
         120: 1 + 12 + graded_rollouts,
         300: 2 * TAMPER_STRATEGIES,
-        600: at_600,
+        600: at_600 + STEP_CHECK_CASES,
     }
     print(describe_sandboxes(lifetimes, cfg.backend))
 

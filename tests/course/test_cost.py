@@ -284,8 +284,10 @@ def test_an_estimate_prints_no_repr_under_a_check_cell() -> None:
     assert shown == {}
 
 
-def test_07s_sandbox_count_knows_every_tamper_strategy() -> None:
-    from helpers.notebook_parameters import TAMPER_STRATEGIES
+def test_07s_sandbox_count_knows_every_tamper_strategy_and_step_case() -> None:
+    from exercises.sandboxed_rollouts import _STEP_CASES
+    from helpers.notebook_parameters import STEP_CHECK_CASES, TAMPER_STRATEGIES
     from shell_tasks.tamper import STRATEGIES
 
     assert len(STRATEGIES) == TAMPER_STRATEGIES
+    assert len(_STEP_CASES) == STEP_CHECK_CASES

@@ -13,6 +13,7 @@ import nbformat
 import pytest
 
 from helpers.cost import describe_sandboxes
+from helpers.notebook_parameters import STEP_CHECK_CASES
 from local_stack.client.control_client import get_stats
 from shell_tasks.tamper import STRATEGIES
 from tests.cloud_support import cloud_kernel_env
@@ -149,18 +150,21 @@ def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
     )
     assert code == 0, printed[-3000:]
     created = Counter(round(float(lifetime)) for lifetime in log.read_text().split())
-    # By hand and containment; four groups; one per training and held-out rollout. Grading:
-    # one more per graded rollout (the first group, training, held-out), per graded
-    # containment row, and per tamper strategy, besides that strategy's own two.
-    graded_rollouts = 3 + 2 * 2 * 3 + 2 * 2 * 1
-    strategies = len(STRATEGIES)
-    assert created == {
+    # By hand and containment; four groups and the step check's cases; one per training and
+    # held-out rollout. Grading: one more per graded rollout (the first group by the chosen
+    # step, then training and held-out), per graded containment row, and per tamper strategy,
+    # besides that strategy's own two. The check's own grading is the estimate's margin: the
+    # stub as shipped raises before it grades anything.
+    strategies, cases = len(STRATEGIES), STEP_CHECK_CASES
+    estimated = {
+        80: 3 + 2 * cases,
         90: 2 + strategies,
-        120: 1 + 12 + graded_rollouts,
+        120: 1 + 12 + 2 * 2 * 3 + 2 * 2 * 1,
         300: 2 * strategies,
-        600: 4 * 3 + 2 * 2 * 3 + 2 * 2 * 1,
+        600: 4 * 3 + cases + 2 * 2 * 3 + 2 * 2 * 1,
     }
-    assert describe_sandboxes(created, "local") in "".join(_text(c) for c in _cells(out))
+    assert created == {**estimated, 80: 3}
+    assert describe_sandboxes(estimated, "local") in "".join(_text(c) for c in _cells(out))
 
 
 def test_02_in_the_cloud_samples_what_its_estimate_counts(local_stack, tmp_path: Path) -> None:
