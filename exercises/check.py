@@ -13,7 +13,7 @@ the learner's function on every case and prints one of four outcomes:
 - an exception: its type and message, and the case that raised it; they use the reference.
 
 So Run All always completes, and the line printed says whose code ran. The mistakes double
-as the check's own test (tests/course/test_exercises.py): each must meet its own hint and
+as the check's own test (tests/course/test_exercise_checks.py): each must meet its own hint and
 never a pass.
 """
 
