@@ -100,7 +100,11 @@ def test_one_sandboxed_step_of_notebook_04s_loop_trains(local_stack, tmp_path) -
         return await run_step(0, builders, settings, training_client, course)
 
     record, groups = asyncio.run(scenario())
-    assert len(scripts_run(groups)) == 32 * record["has_bash_block"]
+    # Every rollout with a bash block ran it, and its script is in the logs.
+    with_a_block = [
+        t for g in groups for t in g.trajectories_G if t.transitions[-1].metrics["has_bash_block"]
+    ]
+    assert len(scripts_run(groups)) == len(with_a_block)
     assert 0.0 <= record["reward"] <= 1.0 and record["dropped_rollouts"] == 0
     assert record["grading_error"] == 0.0 and record["has_bash_block"] > 0.5
     # 4 groups of 8 from a base model right a third of the time: some group varies.
