@@ -71,8 +71,13 @@ ALL_CELLS_RAN = """() => {
     }
     return unrun === 0;
 }"""
-KERNEL_READY = """() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel
-    ?.status === 'idle'"""
+# The notebook asked for is the one in front, and its kernel is ready (JupyterLab may first
+# restore what the workspace last showed).
+KERNEL_READY = """path => {
+    const panel = window.jupyterapp?.shell.currentWidget;
+    return panel?.context?.path === path
+        && panel.sessionContext?.session?.kernel?.status === 'idle';
+}"""
 
 
 def _free_port() -> int:
@@ -126,7 +131,8 @@ def lab(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> It
             except OSError:
                 assert time.monotonic() < deadline, (folder / "lab.log").read_text()[-2000:]
                 time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/lab/tree/{{name}}.ipynb?token={token}"
+        # A workspace of its own per notebook, reset: only that notebook is open.
+        yield f"http://127.0.0.1:{port}/lab/workspaces/{{name}}/tree/{{name}}.ipynb?reset&token={token}"
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -163,7 +169,7 @@ def test_run_all_in_jupyterlab_shows_a_clean_screen(name: str, lab: str, browser
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(lab.format(name=name))
-        page.wait_for_function(KERNEL_READY, timeout=300_000, polling=500)
+        page.wait_for_function(KERNEL_READY, arg=f"{name}.ipynb", timeout=300_000, polling=500)
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         page.wait_for_function(ALL_CELLS_RAN, timeout=900_000, polling=1000)
         cells = page.evaluate(SCREEN)
