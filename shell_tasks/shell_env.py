@@ -182,6 +182,8 @@ class ShellTaskEnv(Env):
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         script = self.script_rule(*completion_text(self.renderer, action))
+        if script is not None and not script.strip():
+            script = None  # an empty block runs nothing (a Sailbox refuses an empty command)
         metrics: dict[str, float | int] = {"has_bash_block": float(script is not None)}
         logs: dict[str, str | int | float] = {"task": self.task.name}
         sandbox = _RunsNoted(self.sandbox)
