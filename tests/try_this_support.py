@@ -55,7 +55,7 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "02_snapshot_and_serve": {
-        "Raise `temperature` to 1.5": (
+        "Set `group_size` to 32, raise `temperature` to 1.5": (
             f"{_TRY_02}::test_hotter_sampling_draws_less_likely_tokens",
         ),
         "Set `max_tokens` to 8": (
