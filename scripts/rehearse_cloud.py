@@ -58,7 +58,9 @@ SWEEP_JOBS = 2
 FAULTS = {
     "a 429 (rate limit)": ("http429=0.3", None),
     "a 5xx (server error)": ("http500=0.3", None),
-    "a request that times out": ("timeout=0.4", None),
+    # Each injected timeout costs the course's 60 s request timeout: 0.3 injects two, as for
+    # the faults above (one random stream, seeded the same on each new stack), where 0.4 did 3.
+    "a request that times out": ("timeout=0.3", None),
     "an expired checkpoint": ("checkpoint_expired=1", "Tinker no longer has it"),
     "a refused key": ("unauthorized=1", "Sail refused the API key"),
 }
@@ -129,7 +131,10 @@ def rehearse_faults(out_dir: Path, given: dict[str, str]) -> int:
         records = _records(run_name)
         retries = sum(r.get("sail_retries", 0) for r in records)
         dropped = sum(r["dropped_rollouts"] for r in records)
-        if stops_with is None and error is None:
+        if stops_with is None and error is None and injected == 0:
+            failed = 1
+            outcome = "FAILED: finished, but no fault was injected: nothing was rehearsed"
+        elif stops_with is None and error is None:
             outcome = (
                 f"ok: finished; {injected} injected, and in its training steps {retries} "
                 f"retried, {dropped} rollouts dropped"
