@@ -170,6 +170,14 @@ def _logprobs_one_late(parts: dict[str, list], rollout: Rollout) -> None:
     parts["logprobs"] = ([0.0] * len(prompt) + list(sampler_logprobs))[:-1]
 
 
+def _first_completion_token_left_out(parts: dict[str, list], rollout: Rollout) -> None:
+    prompt, completion, sampler_logprobs, advantage = rollout
+    positions = len(parts["mask"])
+    parts["logprobs"] = ([0.0] * len(prompt) + list(sampler_logprobs))[:positions]
+    parts["advantages"] = ([0.0] * len(prompt) + [advantage] * len(completion))[:positions]
+    parts["mask"] = ([0.0] * len(prompt) + [1.0] * len(completion))[:positions]
+
+
 def _mask_missing(parts: dict[str, list], rollout: Rollout) -> None:
     del parts["mask"]
 
@@ -214,6 +222,15 @@ DATUM = Exercise(
             "[0.0] * len(prompt) + sampler_logprobs over the whole sequence and drop its first "
             "entry, as you did for the targets.",
             _datum_mistake(_logprobs_one_late),
+        ),
+        Mistake(
+            "the first completion token left out",
+            "your first completion token gets no advantage, mask or logprob: you put "
+            "len(prompt) zeros first, but only len(prompt) - 1 positions have a prompt token "
+            "as target (the position that reads the prompt's last token predicts the first "
+            "completion token). Build each list over the whole sequence, [0.0] * len(prompt) "
+            "+ ..., and drop its first entry, as for the targets.",
+            _datum_mistake(_first_completion_token_left_out),
         ),
         Mistake(
             "the mask missing",

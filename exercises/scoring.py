@@ -235,7 +235,7 @@ NORMALIZE_ANSWER = Exercise(
         Mistake(
             "the minus sign dropped",
             "the minus sign went missing, so -2 would match 2. Keep it: strip only "
-            "whitespace, dollar signs, thousands commas and a trailing period.",
+            "whitespace, dollar signs, thousands commas and the periods at the end.",
             _minus_dropped,
         ),
         Mistake(

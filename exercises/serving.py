@@ -180,6 +180,7 @@ async def _with_one_thing_wrong(
     wrong: str,
 ) -> Any:
     """`sail_policy` with the one mistake `wrong` names."""
+    given_ttl_seconds = ttl_seconds
     if wrong != "ttl not stretched":
         ttl_seconds = checkpoint_lifetime(completion_window, ttl_seconds)
     older_path = None
@@ -203,7 +204,7 @@ async def _with_one_thing_wrong(
         poll_timeout=ROLLOUT_TIMEOUT_S[completion_window],
         tinker_lora_signed_url=signed_url,
         adapter_config=adapter_config,
-        tinker_lora_name=lora_name or name,
+        tinker_lora_name=name if wrong == "lora name ignored" else lora_name or name,
     )
     if wrong == "no adapter":
         for setting in ("tinker_lora_signed_url", "adapter_config", "tinker_lora_name"):
@@ -214,6 +215,8 @@ async def _with_one_thing_wrong(
         del settings["poll_timeout"]
     if wrong == "plain completer":
         return sail.SailTokenCompleter(**settings)
+    if wrong == "completer ttl not stretched":
+        ttl_seconds = given_ttl_seconds
     return SnapshotCompleter(save_result.path, service_client, ttl_seconds, **settings)
 
 
@@ -275,6 +278,13 @@ SNAPSHOT_AND_SERVE = Exercise(
             "ttl not stretched",
         ),
         _mistake(
+            "the completer given the TTL as passed",
+            "you saved and signed with the stretched TTL, but gave the completer `ttl_seconds` "
+            "as passed: it renews the checkpoint and its URL with it, so a flex rollout could "
+            "outlive them. Give the completer the same `checkpoint_lifetime(...)` TTL.",
+            "completer ttl not stretched",
+        ),
+        _mistake(
             "the temperature left at the SDK's default",
             "the completer samples at temperature 1.0, the SDK's default: pass "
             "`temperature=temperature` (and `max_tokens=max_tokens`) to the completer.",
@@ -293,6 +303,13 @@ SNAPSHOT_AND_SERVE = Exercise(
             "remembers `checkpoint_path` (notebook 04 deletes it when the step is done), "
             "renews the URL and retries.",
             "plain completer",
+        ),
+        _mistake(
+            "lora_name ignored",
+            "this call passed its own `lora_name`, and your completer's `tinker_lora_name` is "
+            "`name` (the two lines above look alike: the completer's repr does not show it). "
+            "Pass `tinker_lora_name=lora_name or name`.",
+            "lora name ignored",
         ),
     ],
     test_context=_test_context,

@@ -52,8 +52,9 @@ def importance_sampling_terms(datum: tinker.Datum, logprobs_T: torch.Tensor) -> 
     """One datum's per-token terms of Tinker's `importance_sampling` loss (the loss is their sum).
 
     `logprobs_T` are the learner's logprobs of the datum's target tokens (from `forward`), one
-    per position; the sampler's and the advantages are in `datum.loss_fn_inputs`. Each term is
-    -weight * advantage, with weight = exp(learner logprob - sampler logprob). Returns a tensor
+    per position; the sampler's and the advantages are in `datum.loss_fn_inputs` (each a
+    `tinker.TensorData`: `.to_torch()` gives the tensor). Each term is -weight * advantage,
+    with weight = exp(learner logprob - sampler logprob). Returns a tensor
     shaped like `logprobs_T` (the prompt's terms are 0: their advantage is 0).
     """
     sampler_T = datum.loss_fn_inputs["logprobs"].to_torch()

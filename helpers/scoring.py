@@ -67,12 +67,13 @@ def final_answer(reference: str) -> str:
 def normalize_answer(answer: str) -> str:
     """One spelling per answer, so that equal answers compare equal as strings.
 
-    Lower-case the text; drop whitespace, dollar signs (`$`, and LaTeX's `\\$`) and a
-    trailing period; drop a comma only as a thousands separator (a digit before it, exactly
-    three digits after it): `1,000` becomes `1000`, but `1,2` stays `1,2`, a wrong answer
-    to 12. If the rest reads as a number (`float()` accepts it), write it as an integer when
-    it is whole (`19.0` gives `19`; `-2` keeps its minus), else as `repr()` writes the
-    float (`2.5`). Anything else stays as cleaned (`nineteen`, `\\frac{1}{2}`).
+    Lower-case the text; drop whitespace, dollar signs (`$`, and LaTeX's `\\$`) and every
+    period at its end (`12.` and `12..` both give `12`); drop a comma only as a thousands
+    separator (a digit before it, exactly three digits after it): `1,000` becomes `1000`,
+    but `1,2` stays `1,2`, a wrong answer to 12. If the rest reads as a number (`float()`
+    accepts it), write it as an integer when it is whole (`19.0` gives `19`; `-2` keeps its
+    minus), else as `repr()` writes the float (`2.5`). Anything else stays as cleaned
+    (`nineteen`, `\\frac{1}{2}`).
     """
     text = re.sub(r"\s+|\\?\$", "", answer.lower()).rstrip(".")
     text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)

@@ -176,13 +176,13 @@ async def sail_policy(
 ) -> SnapshotCompleter:
     """Save the current weights as sampler checkpoint `name` and return a Sail completer for it.
 
-    1. The TTL is `checkpoint_lifetime(completion_window, ttl_seconds)`: `ttl_seconds`, or
-       longer if a rollout in `completion_window` could outlive it. Use it for the save, the
-       URL and the completer (which renews both with it).
+    1. The TTL is `ttl = checkpoint_lifetime(completion_window, ttl_seconds)`: `ttl_seconds`,
+       or longer if a rollout in `completion_window` could outlive it. Use it for the save,
+       the URL and the completer (which renews both with it).
     2. Save the weights for sampling under `name` with that TTL and wait for the save: two
        awaits, as above. Its result's `path` is the new checkpoint.
     3. Sign a URL for that path: `sail.get_tinker_checkpoint_signed_url_async`, same TTL.
-    4. Return `SnapshotCompleter(path, service_client, ttl_seconds, **settings)`, whose
+    4. Return `SnapshotCompleter(path, service_client, ttl, **settings)`, whose
        settings are `SailTokenCompleter`'s: `model`, `max_tokens`, `temperature`,
        `completion_window`, `poll_timeout=ROLLOUT_TIMEOUT_S[completion_window]` (not the
        SDK's fixed 20 minutes), `tinker_lora_signed_url`, `adapter_config`, and
