@@ -1,12 +1,12 @@
 """Notebook 04's exercise: the loop body, one GRPO step, checked on the real stack.
 
-The check runs the learner's `run_step` for two tiny steps against the real training client
+The check runs the learner's `run_step` for tiny steps against the real training client
 and Sail, and looks at what each step did rather than at its numbers (sampling is random):
 which calls reached the training client, in which order, what was sent to
 `forward_backward`, and what the step recorded. Two problems make a step's advantages
 known in advance: their rollouts are sampled for real, but paid fixed rewards, one group
-(1, 0, 0, 0) and one degenerate group (0.5 each); in the second step both groups are
-degenerate, so it must skip training and still record what the loop reads.
+(1, 0, 0, 0) and one degenerate group (0.5 each); in the second step (local only) both
+groups are degenerate, so it must skip training and still record what the loop reads.
 
 So that one call's record can be told from another's, each call gets a step number of its
 own and its own recording of the training client (`_FreshCall`).
@@ -178,20 +178,25 @@ async def _test_context() -> dict[str, Any]:
 
 
 def _loop_cases(**context: Any) -> list[Case]:
-    # The second step has nothing to learn from: it must skip training and still record
-    # every key the loop cell reads.
-    all_degenerate = [
-        dataclasses.replace(builder, paid_G=(0.5,) * len(builder.paid_G))
-        for builder in context["builders"]
+    cases = [
+        Case("one step: a group paid 1, 0, 0, 0 and a degenerate one", (), _FreshCall(**context))
     ]
-    return [
-        Case("one step: a group paid 1, 0, 0, 0 and a degenerate one", (), _FreshCall(**context)),
-        Case(
-            "one step whose groups are all degenerate (every rollout paid 0.5)",
-            (),
-            _FreshCall(**{**context, "builders": all_degenerate}),
-        ),
-    ]
+    # Locally, a step with nothing to learn from too: it must skip training and still record
+    # every key the loop cell reads. Not in the cloud, where each step's sampler checkpoint
+    # is an adapter archive Tinker builds and Sail downloads (helpers/cost.py).
+    if context["course"].backend == "local":
+        all_degenerate = [
+            dataclasses.replace(builder, paid_G=(0.5,) * len(builder.paid_G))
+            for builder in context["builders"]
+        ]
+        cases.append(
+            Case(
+                "one step whose groups are all degenerate (every rollout paid 0.5)",
+                (),
+                _FreshCall(**{**context, "builders": all_degenerate}),
+            )
+        )
+    return cases
 
 
 def _completion_advantage(datum: tinker.Datum) -> float:
