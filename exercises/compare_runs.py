@@ -158,6 +158,14 @@ GAIN_DIFFERENCE = Exercise(
             _unpaired_across_runs,
         ),
         Mistake(
+            "the difference taken the other way round",
+            "your difference has the right size and the wrong sign: return run A's mean gain "
+            "minus run B's (the cells below call the run with the largest gain A).",
+            lambda before_a_P, after_a_P, before_b_P, after_b_P, same_problems: _gain_difference(
+                before_b_P, after_b_P, before_a_P, after_a_P, same_problems
+            ),
+        ),
+        Mistake(
             "the population variance (ddof=0)",
             "numpy's var and std divide by the count by default (ddof=0), which describes "
             "these problems only; to estimate the spread of problems in general from a "
@@ -186,9 +194,8 @@ def _t_reach(freedom_of):
 
 def _seed_cases() -> list[Case]:
     return [
-        Case(
-            "two seeds spread by 0.04, one run's error 0.06, a difference of 0.1", (0.04, 0.06, 0.1)
-        ),
+        # First: here each typical mistake gives a count of its own, so each gets its hint.
+        Case("seeds spread by 0.06, one run's error 0.1, a difference of 0.15", (0.06, 0.1, 0.15)),
         Case("seeds spread by 0.1, one run's error 0.04, a difference of 0.1", (0.1, 0.04, 0.1)),
         Case(
             "seeds spread by 0.05, one run's error 0.08, a difference of 0.08", (0.05, 0.08, 0.08)
@@ -242,6 +249,15 @@ SEEDS_PER_SETTING = Exercise(
             "each with n seeds, so it has 2(n - 1).",
             lambda spread, run_error, difference: _least_seeds(
                 max(spread, run_error), difference, _t_reach(lambda n: n - 1)
+            ),
+        ),
+        Mistake(
+            "one seed too few: the last n that falls short",
+            "you returned one seed too few: the last n for which the condition still fails. "
+            "Return the first n for which (t(0.975, f) + t(0.8, f)) * s * sqrt(2 / n) <= "
+            "difference holds.",
+            lambda spread, run_error, difference: (
+                _seeds_per_setting(spread, run_error, difference) - 1
             ),
         ),
     ],

@@ -1,11 +1,12 @@
 """Notebook 04's exercise: the loop body, one GRPO step, checked on the real stack.
 
-The check runs the learner's `run_step` for one tiny step against the real training client
-and Sail, and looks at what the step did rather than at its numbers (sampling is random):
+The check runs the learner's `run_step` for tiny steps against the real training client
+and Sail, and looks at what each step did rather than at its numbers (sampling is random):
 which calls reached the training client, in which order, what was sent to
-`forward_backward`, and what the step recorded. Two problems make the step's advantages
+`forward_backward`, and what the step recorded. Two problems make a step's advantages
 known in advance: their rollouts are sampled for real, but paid fixed rewards, one group
-(1, 0, 0, 0) and one degenerate group (0.5 each).
+(1, 0, 0, 0) and one degenerate group (0.5 each); in the second step (local only) both
+groups are degenerate, so it must skip training and still record what the loop reads.
 
 So that one call's record can be told from another's, each call gets a step number of its
 own and its own recording of the training client (`_FreshCall`).
@@ -17,6 +18,7 @@ import dataclasses
 import functools
 import itertools
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -176,9 +178,25 @@ async def _test_context() -> dict[str, Any]:
 
 
 def _loop_cases(**context: Any) -> list[Case]:
-    return [
+    cases = [
         Case("one step: a group paid 1, 0, 0, 0 and a degenerate one", (), _FreshCall(**context))
     ]
+    # Locally, a step with nothing to learn from too: it must skip training and still record
+    # every key the loop cell reads. Not in the cloud, where each step's sampler checkpoint
+    # is an adapter archive Tinker builds and Sail downloads (helpers/cost.py).
+    if context["course"].backend == "local":
+        all_degenerate = [
+            dataclasses.replace(builder, paid_G=(0.5,) * len(builder.paid_G))
+            for builder in context["builders"]
+        ]
+        cases.append(
+            Case(
+                "one step whose groups are all degenerate (every rollout paid 0.5)",
+                (),
+                _FreshCall(**{**context, "builders": all_degenerate}),
+            )
+        )
+    return cases
 
 
 def _completion_advantage(datum: tinker.Datum) -> float:
@@ -214,6 +232,34 @@ def observed(result: Any) -> dict[str, Any]:
 
 def _same_step(got: Any, expected: Any) -> bool:
     return observed(got) == observed(expected)
+
+
+def _shown(result: Any) -> str:
+    """A step as the check sees it, in one line (the samples, which differ from call to call,
+    left out): the calls that reached Tinker, the record's counts, the advantages sent."""
+    seen = observed(result)
+    if "calls" not in seen:
+        return str(seen)
+    losses = iter(seen["losses"])
+    calls = "→".join(
+        f"{call}({next(losses, '?')})" if call.startswith("forward_backward") else call
+        for call in seen["calls"]
+    )
+    parts = [calls or "no call to Tinker"]
+    parts.append(
+        ", ".join(
+            f"{key} {value:g}" if isinstance(value, float) else f"{key} {value}"
+            for key, value in seen["record"].items()
+        )
+    )
+    if seen["missing"]:
+        parts.append("record lacks " + ", ".join(seen["missing"]))
+    counts = Counter(seen["advantages"])
+    parts.append(
+        "advantages "
+        + (", ".join(f"{a:g}" + (f"×{n}" if n > 1 else "") for a, n in counts.items()) or "none")
+    )
+    return "; ".join(parts)
 
 
 async def _step_with(
@@ -297,6 +343,7 @@ LOOP_BODY = Exercise(
     reference=run_step,
     cases=_loop_cases,
     same=_same_step,
+    shown=_shown,
     test_context=_test_context,
     needs_stack=True,
     mistakes=[

@@ -212,12 +212,14 @@ async def run_step(
        settings.learning_rate, beta1=0.9, beta2=0.95, eps=1e-8))`. Each returns a future:
        `await future.result_async()`. Datum i's learner logprobs are
        `backward_result.loss_fn_outputs[i]["logprobs"].to_torch()`.
-    6. The record: "step"; `**metric_rates(groups)`; "reward" (`mean_reward(groups)`);
-       "degenerate_pct" (100 if no group survived); "skipped"; "datums"; "dropped_rollouts";
-       "sail_retries" (`sum(policy.retries.values())`); "sampled_tokens"
-       (`sampled_tokens(groups)`); "save_s", "sample_s", "train_s" (`time.monotonic()`
-       differences); and, if it trained, "advantage_abs_mean", the optimizer result's
-       `metrics` and `**train_step_metrics(data, learner_logprobs)`.
+    6. The record, a skipped step's too: "step"; `**metric_rates(groups)`; "reward"
+       (`mean_reward(groups)`); "degenerate_pct" (the percentage of `groups` that are
+       degenerate; 100 if no group survived); "skipped" (True if no group was kept);
+       "datums" (how many were sent; 0 if skipped); "dropped_rollouts"; "sail_retries"
+       (`sum(policy.retries.values())`); "sampled_tokens" (`sampled_tokens(groups)`);
+       "save_s", "sample_s", "train_s" (`time.monotonic()` differences); and, if it
+       trained, "advantage_abs_mean", the optimizer result's `metrics` and
+       `**train_step_metrics(data, learner_logprobs)`.
     """
     started = time.monotonic()
     policy = await snapshot_policy(
