@@ -1,6 +1,6 @@
 """Notebook 04's rendering cells, run in process on made-up values: the loophole report says
-what the guide's grader paid, and the pass@k check fails only where it should. Each check
-compares numbers worked out here with the numbers a cell renders."""
+what the guide's grader paid. Each check compares numbers worked out here with the numbers a
+cell renders."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from IPython.display import Markdown
 
 from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
 from helpers.scoring import GuideMathEnv, MathEnv
-from helpers.stats import pass_at_k_curve
 from kimi import offline_kimi_tokenizer
 from tests.notebook_source import cell, flat, guide_section, numbers
 
@@ -102,31 +101,3 @@ def test_the_loophole_texts_state_what_each_kind_of_skip_pays(renderer) -> None:
     rise = direction(0.0, 0.5, rollouts)
     moved = [direction(a, b, rollouts) for a, b in skip_rates]
     assert rise in moved and any(way != rise for way in moved), skip_rates
-
-
-def known_and_unseen(known_pass_at_16_rises: bool) -> dict:
-    """pass@k gains as notebook 04 computes them, on made-up counts of 16 answers to each of
-    20 problems: pass@1 falls on both sets; pass@16 rises on unseen facts, and on known facts
-    only if asked (else every problem has a right answer before and after)."""
-    rises = [{"samples": 16, "correct": 0}] * 10 + [{"samples": 16, "correct": 8}] * 10
-    flat_16 = [{"samples": 16, "correct": 8}] * 20
-    after = [{"samples": 16, "correct": 2}] * 20
-    known = rises if known_pass_at_16_rises else flat_16
-    return {
-        "known facts, not trained": pass_at_k_curve(after, 16, known),
-        "unseen facts": pass_at_k_curve(after, 16, rises),
-    }
-
-
-def test_the_pass_at_k_check_fails_only_when_known_facts_pass_at_16_rises() -> None:
-    """04's check cell, run on made-up gains: a fall of pass@1 passes, and so does a rise of
-    unseen facts' pass@16; only a rise of known facts' pass@16 fails it."""
-    source = cell(NOTEBOOK, "pass-at-k-checked")
-    sets = dict.fromkeys(("known facts, not trained", "unseen facts"), [])
-    quiet = known_and_unseen(known_pass_at_16_rises=False)
-    assert all(gain["high"][0] < 0 for gain in quiet.values())  # pass@1 fell on both
-    assert quiet["unseen facts"]["low"][-1] > 0 >= quiet["known facts, not trained"]["low"][-1]
-    exec(source, {"pass_at_k_sets": sets, "completed": 90, "gains": quiet})
-    gains = known_and_unseen(known_pass_at_16_rises=True)
-    with pytest.raises(AssertionError):
-        exec(source, {"pass_at_k_sets": sets, "completed": 90, "gains": gains})

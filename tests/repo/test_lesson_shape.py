@@ -1,6 +1,6 @@
 """The shape of every lesson: a core path that fits a workshop slot, optional depth after it,
-self-checks out of the learner's way, the guide's reading time for each, and prose that states
-no number of one run (those are rendered from the run)."""
+check cells a learner can read (no hidden asserts), the guide's reading time for each, and
+prose that states no number of one run (those are rendered from the run)."""
 
 from __future__ import annotations
 
@@ -48,11 +48,29 @@ def test_optional_cells_come_after_the_core_path(name: str) -> None:
     assert not after, f"{name}: core markdown cells {after} come after optional depth"
 
 
+def source_hidden(notebook_cell) -> bool:
+    return notebook_cell.metadata.get("jupyter", {}).get("source_hidden") is True
+
+
 @pytest.mark.parametrize("name", MINE)
-def test_self_check_cells_have_their_source_hidden(name: str) -> None:
-    checks = [c for c in cells(name) if c.cell_type == "code" and "-checked" in c.get("id", "")]
-    for check in checks:
-        assert check.metadata.get("jupyter", {}).get("source_hidden") is True, check.id
+def test_check_cells_show_their_source(name: str) -> None:
+    """A `-checked` cell asserts something deterministic about the cells above it, so a
+    learner who meets its AssertionError can read what it checked."""
+    checks = [
+        c for c in cells(name) if c.cell_type == "code" and c.get("id", "").endswith("-checked")
+    ]
+    assert [c.id for c in checks if source_hidden(c)] == []
+
+
+ASSERT_STATEMENT = re.compile(r"^\s*assert\b", re.MULTILINE)
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_no_hidden_cell_asserts(name: str) -> None:
+    """Claims about random runs are checked by tests that read the executed notebook; an assert
+    a learner cannot see has no place in a learner's notebook."""
+    hidden = [c for c in cells(name) if c.cell_type == "code" and source_hidden(c)]
+    assert [c.id for c in hidden if ASSERT_STATEMENT.search(c.source)] == []
 
 
 def test_the_guide_gives_each_core_path_its_measured_reading_time() -> None:
