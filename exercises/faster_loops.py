@@ -124,6 +124,15 @@ async def _trains_the_next_batch(steps: int, sample: Sample, train: Train) -> li
     return records
 
 
+async def _next_batch_overwrites(steps: int, sample: Sample, train: Train) -> list:
+    batch, records = await sample(0), []
+    for step in range(steps):
+        if step + 1 < steps:
+            batch = await asyncio.create_task(sample(step + 1))
+        records.append(await train(batch))
+    return records
+
+
 async def _all_ahead(steps: int, sample: Sample, train: Train) -> list:
     batches = [asyncio.create_task(sample(step)) for step in range(steps)]
     return [await train(await batch) for batch in batches]
@@ -167,6 +176,14 @@ SCHEDULE = Exercise(
             "and batch 0 was never trained on. Train on the batch you awaited from the "
             "previous step; the new task is for the next one.",
             _trains_the_next_batch,
+        ),
+        Mistake(
+            "the next batch stored over this step's",
+            "step k trained on batch k + 1: you awaited the next batch into the variable "
+            "that held this step's, before training, so batch 0 was never trained on and "
+            "nothing overlapped. Keep two names: this step's batch, and the task sampling "
+            "the next one, awaited only at the top of the next step.",
+            _next_batch_overwrites,
         ),
         Mistake(
             "every batch sampled ahead (unbounded staleness)",

@@ -102,6 +102,11 @@ def _any_language(completion: str, stopped: bool) -> str | None:
     return None if answer is None else _first_fence(_ANY_FENCE, answer)
 
 
+def _stripped(completion: str, stopped: bool) -> str | None:
+    script = bash_script(completion, stopped)
+    return None if script is None else script.strip()
+
+
 SCRIPT = Exercise(
     name="bash_script",
     notebook="07_sandboxed_rollouts",
@@ -138,6 +143,13 @@ SCRIPT = Exercise(
             "the completion opened a new `<think>` after its answer, so it is thinking again: "
             "by the grader's rule it has no answer to run (None), as in notebook 01.",
             _reopened_thinking_kept,
+        ),
+        Mistake(
+            "the script stripped",
+            "you stripped the block's whitespace. bash would run it the same, but the rule "
+            "returns the lines between the fences exactly as the model wrote them, the last "
+            "newline kept, so that the script the run logs is the model's: drop the .strip().",
+            _stripped,
         ),
     ],
 )

@@ -67,6 +67,10 @@ def _raw_logits(logits_TV: torch.Tensor, tokens_T: torch.Tensor, prompt_length: 
     return _shifted(logits_TV, tokens_T, prompt_length)
 
 
+def _as_list(logits_TV: torch.Tensor, tokens_T: torch.Tensor, prompt_length: int):
+    return _completion_logprobs(logits_TV, tokens_T, prompt_length).tolist()
+
+
 def _normalised_over_positions(logits_TV: torch.Tensor, tokens_T: torch.Tensor, prompt_length: int):
     return _shifted(torch.log_softmax(logits_TV, dim=0), tokens_T, prompt_length)
 
@@ -110,6 +114,12 @@ COMPLETION_LOGPROBS = Exercise(
             "you normalised over positions (dim=0). Each position's distribution is over the "
             "vocabulary, the last axis of logits_TV: torch.log_softmax(logits_TV, dim=-1).",
             _normalised_over_positions,
+        ),
+        Mistake(
+            "a list instead of a tensor",
+            "your numbers are right, but you returned a Python list. Return the torch.Tensor "
+            "itself (leave out .tolist()): the scorer below calls .tolist() on it.",
+            _as_list,
         ),
     ],
 )
