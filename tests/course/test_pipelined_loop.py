@@ -61,15 +61,20 @@ class FakeServices:
         monkeypatch.setattr(pipelined, "delete_checkpoint", self.delete_checkpoint)
         self.deleted: list[str] = []
         self.run_ids: list[str] = []
+        self.alive: list[int] = []  # snapshots not yet deleted, as each new one is taken
+        self.fail_deletes = False
 
     async def snapshot_policy(self, name, settings, training_client, course, run_id):
         assert settings is SETTINGS and training_client == "client" and course is COURSE
+        self.alive.append(len(self.snapshots) - len(self.deleted))
         self.snapshots.append(name)
         self.run_ids.append(run_id)
         return Snapshot(name)
 
     async def delete_checkpoint(self, service_client, path):
         assert service_client == "service"
+        if self.fail_deletes:
+            raise RuntimeError("Tinker cannot delete now")
         self.deleted.append(path)
 
     async def rollout_groups(self, builders, policy):
@@ -219,7 +224,8 @@ def test_off_policy_metrics_read_only_the_sampled_tokens(monkeypatch):
 
 def test_every_snapshot_is_deleted_once_and_each_loop_is_a_new_run(monkeypatch):
     fake = FakeServices(monkeypatch)
-    loop(4, 2)
+    loop(4, 0)
+    assert fake.alive == [0, 1, 1, 1]  # a step's snapshot goes once its batch is sampled
     assert sorted(fake.deleted) == sorted(fake.snapshots)  # the last one too, once done
     loop(2, 0)
     first, second = fake.run_ids[:4], fake.run_ids[4:]
@@ -249,3 +255,10 @@ def test_one_step_ahead_is_the_schedule_of_max_staleness_1_only(monkeypatch):
             )
         )
     assert used == [3]
+
+
+def test_a_failed_step_is_what_the_loop_raises_even_if_cleaning_up_fails(monkeypatch):
+    fake = FakeServices(monkeypatch, fail_training_at=0)
+    fake.fail_deletes = True
+    with pytest.raises(RuntimeError, match="Tinker went away"):
+        loop(3, 1)
