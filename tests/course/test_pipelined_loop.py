@@ -28,7 +28,7 @@ SETTINGS = LoopSettings(
     temperature=1.0,
     completion_window="priority",
 )
-COURSE = SimpleNamespace(renderer=None, service_client=None)  # the fakes only pass it on
+COURSE = SimpleNamespace(renderer=None, service_client="service")  # the fakes only pass it on
 SHIFT = 0.25  # the learner's logprob of every sampled token, above the sampler's
 
 
@@ -60,13 +60,21 @@ class FakeServices:
         monkeypatch.setattr(training, "train_step", self.train_step)
         monkeypatch.setattr(pipelined, "delete_checkpoint", self.delete_checkpoint)
         self.deleted: list[str] = []
+        self.run_ids: list[str] = []
+        self.alive: list[int] = []  # snapshots not yet deleted, as each new one is taken
+        self.fail_deletes = False
 
     async def snapshot_policy(self, name, settings, training_client, course, run_id):
         assert settings is SETTINGS and training_client == "client" and course is COURSE
+        self.alive.append(len(self.snapshots) - len(self.deleted))
         self.snapshots.append(name)
+        self.run_ids.append(run_id)
         return Snapshot(name)
 
     async def delete_checkpoint(self, service_client, path):
+        assert service_client == "service"
+        if self.fail_deletes:
+            raise RuntimeError("Tinker cannot delete now")
         self.deleted.append(path)
 
     async def rollout_groups(self, builders, policy):
@@ -89,6 +97,7 @@ class FakeServices:
         return [group(rollout(1.0, correct=1.0), rollout(0.0, logprobs=(-2.0, -0.5)))], step
 
     async def train_step(self, *, data_D, training_client, learning_rate, **kwargs):
+        assert training_client == "client" and learning_rate == SETTINGS.learning_rate
         if self.fail_training_at is not None and len(self.trained) == self.fail_training_at:
             raise RuntimeError("Tinker went away")
         self.trained.append(data_D)
@@ -211,3 +220,45 @@ def test_off_policy_metrics_read_only_the_sampled_tokens(monkeypatch):
     assert metrics["kl"] == pytest.approx(
         float((torch.tensor([1.0, 1.0, 2.0, 0.5]) ** 2).mean() / 2)
     )
+
+
+def test_every_snapshot_is_deleted_once_and_each_loop_is_a_new_run(monkeypatch):
+    fake = FakeServices(monkeypatch)
+    loop(4, 0)
+    assert fake.alive == [0, 1, 1, 1]  # a step's snapshot goes once its batch is sampled
+    assert sorted(fake.deleted) == sorted(fake.snapshots)  # the last one too, once done
+    loop(2, 0)
+    first, second = fake.run_ids[:4], fake.run_ids[4:]
+    assert len(set(first)) == len(set(second)) == 1 and None not in fake.run_ids
+    assert first[0] != second[0]  # a new run id: Sail never sees one LoRA name twice
+
+
+def test_one_step_ahead_is_the_schedule_of_max_staleness_1_only(monkeypatch):
+    FakeServices(monkeypatch)
+    used: list[int] = []
+
+    async def one_step_ahead(steps, sample, train):
+        used.append(steps)
+        return await pipelined.k_steps_ahead(steps, sample, train, k=1)
+
+    for max_staleness, steps in ((0, 2), (1, 3), (2, 4)):
+        asyncio.run(
+            run_loop(
+                "client",
+                COURSE,
+                SETTINGS,
+                rows_for_step,
+                steps,
+                max_staleness,
+                Timeline(),
+                one_step_ahead,
+            )
+        )
+    assert used == [3]
+
+
+def test_a_failed_step_is_what_the_loop_raises_even_if_cleaning_up_fails(monkeypatch):
+    fake = FakeServices(monkeypatch, fail_training_at=0)
+    fake.fail_deletes = True
+    with pytest.raises(RuntimeError, match="Tinker went away"):
+        loop(3, 1)

@@ -276,6 +276,27 @@ def test_a_non_finite_loss_accumulates_nothing():
         assert torch.equal(p.grad, grads[name]), name
 
 
+def test_optim_step_reports_the_gradient_norm_and_learning_rate():
+    trainer = make_trainer()
+    trainer.forward_backward(make_data("importance_sampling"), "importance_sampling")
+    norm = float(torch.cat([p.grad.flatten() for p in trainer.params.values()]).norm())
+    metrics = trainer.optim_step(AdamParams(learning_rate=3e-3, grad_clip_norm=norm / 2))
+    assert metrics == {"optim/grad_norm": pytest.approx(norm), "optim/learning_rate": 3e-3}
+
+
+def test_a_step_whose_gradient_norm_overflows_is_refused_though_no_weight_would():
+    # Two entries of 3e38 are finite, their norm is not; Adam's second moment overflows
+    # too and scales the update to zero, so only the norm tells what happened.
+    trainer = make_trainer()
+    before = {name: p.detach().clone() for name, p in trainer.params.items()}
+    trainer.forward_backward(make_data("importance_sampling"), "importance_sampling")
+    next(iter(trainer.params.values())).grad[0, :2] = 3e38
+    with pytest.raises(NonFiniteUpdate, match="gradient norm inf"):
+        trainer.optim_step(AdamParams(learning_rate=1e-2))
+    for name, p in trainer.params.items():
+        assert torch.equal(p, before[name]), name
+
+
 def test_an_update_that_would_leave_non_finite_weights_is_undone():
     """The refused step leaves weights and Adam's state exactly as a run that never tried it."""
     trainer, twin = make_trainer(), make_trainer()
@@ -285,7 +306,11 @@ def test_an_update_that_would_leave_non_finite_weights_is_undone():
         t.optim_step(hp)
     trainer.forward_backward(data, "importance_sampling")
     next(iter(trainer.params.values())).grad[0, 0] = float("inf")  # as a poisoned sum would
-    with pytest.raises(NonFiniteUpdate, match="not applied"):
+    refusal = (
+        r"would make weights non-finite, so it was not applied: the weights and optimizer "
+        "state are the last good ones, and the accumulated gradients were discarded$"
+    )
+    with pytest.raises(NonFiniteUpdate, match=refusal):
         trainer.optim_step(hp)
     assert all(p.grad is None for p in trainer.params.values())  # the bad gradients are gone
     for t in (trainer, twin):

@@ -149,3 +149,5 @@ def test_scores_are_rates_over_samples_and_over_well_formed_answers():
     assert scores(nothing) == dict.fromkeys(scores(nothing), 0.0)  # no division by zero
     arrays = {k: np.array([v, 2 * v]) for k, v in counts.items()}
     np.testing.assert_allclose(scores(arrays)["correct_given_format"], [0.6, 0.6])
+    one = {"samples": 1, "reward": 1.0, "correct": 1, "format": 1, "correct_and_format": 1}
+    assert scores(one) == dict.fromkeys(scores(one), 1.0)  # one sample is a whole rate

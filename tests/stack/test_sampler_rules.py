@@ -9,7 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import transformers
 
+from local_stack.engine.model import tiny_llama_config
 from local_stack.engine.sampler import PAD_ID, SamplingParams, sample_batch, sampling_logprobs
 
 VOCAB = 8
@@ -147,3 +149,78 @@ def test_sampled_tokens_follow_the_distribution_and_report_its_logprob():
     # The same generator seed gives the same draws.
     again = sample_batch(model, [[0], [0]], params, torch.Generator().manual_seed(0))
     assert [c.tokens for c in again] == [c.tokens for c in draws[0]]
+
+
+def test_top_p_one_keeps_every_token_however_unlikely():
+    # A token of probability 1e-12 is still drawable at top_p = 1: no nucleus is cut.
+    logits_BV = torch.tensor([[0.0, -27.6, 1.0, 0.5]])
+    got = sampling_logprobs(logits_BV, 1.0, 1.0)
+    torch.testing.assert_close(got, torch.log_softmax(logits_BV, dim=-1))
+    assert got[0, 1] > -math.inf
+
+
+def test_top_p_drops_a_token_once_the_mass_before_it_reaches_top_p_exactly():
+    # Probabilities exact in binary: the first two tokens hold exactly 0.75.
+    logits_BV = torch.tensor([[0.5, 0.25, 0.125, 0.125]]).log()
+    got = sampling_logprobs(logits_BV, 1.0, 0.75).exp()
+    torch.testing.assert_close(got, torch.tensor([[2 / 3, 1 / 3, 0.0, 0.0]]))
+
+
+def test_greedy_takes_the_most_likely_token_even_when_it_is_unlikely():
+    # Token 1 gets probability 0.28 only, the other seven share the rest: sampling would
+    # mostly draw another one, greedy never does.
+    model = NextTokenModel(peak=1.0)
+    done = sample_batch(model, [[0]] * 64, [greedy(1)] * 64, torch.Generator().manual_seed(0))
+    assert {c.tokens[0] for c in done} == {1}
+    expected = 1.0 - math.log(math.e + VOCAB - 1)
+    assert all(c.logprobs[0] == pytest.approx(expected, abs=1e-6) for c in done)
+
+
+def test_rows_with_the_same_params_draw_each_their_own_token():
+    model = NextTokenModel(peak=1.0)
+    params = [SamplingParams(1, temperature=1.0)] * 64
+    done = sample_batch(model, [[0]] * 64, params, torch.Generator().manual_seed(0))
+    logp_V = torch.log_softmax(torch.tensor([0.0, 1.0, *[0.0] * (VOCAB - 2)]), dim=-1)
+    assert len({c.tokens[0] for c in done}) > 1
+    for c in done:
+        assert c.logprobs[0] == pytest.approx(float(logp_V[c.tokens[0]]), abs=1e-6)
+
+
+def test_the_draws_depend_on_the_generator_only():
+    model = NextTokenModel(peak=1.0)
+    params = [SamplingParams(8, temperature=1.0)] * 16
+
+    def draw(generator_seed: int, global_seed: int) -> list[list[int]]:
+        torch.manual_seed(global_seed)
+        generator = torch.Generator().manual_seed(generator_seed)
+        return [c.tokens for c in sample_batch(model, [[0]] * 16, params, generator)]
+
+    assert draw(0, global_seed=1) == draw(0, global_seed=2)
+    assert draw(0, global_seed=1) != draw(1, global_seed=1)
+
+
+def test_a_batch_of_zero_budgets_runs_nothing():
+    model = NextTokenModel()
+    done = sample_batch(model, [[1], [2, 3]], [greedy(0), greedy(0)], torch.Generator())
+    assert [(c.tokens, c.stop_reason) for c in done] == [([], "length"), ([], "length")]
+    assert model.calls == []
+
+
+def test_a_batch_on_a_real_model_decodes_what_each_prompt_decodes_alone():
+    # A random two-layer Llama of the stack's architecture, with its KV cache: left padding,
+    # masks, positions and dropping finished rows from the cache change no row's tokens or
+    # logprobs. The reference recomputes each sequence whole, without a cache.
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(tiny_llama_config(vocab_size=32)).eval()
+    prompts = [[5], [3, 9, 2, 7], [1, 4], [30, 8, 8]]
+    params = [greedy(6), greedy(2), greedy(5, stop_ids={99}), greedy(1)]
+    done = sample_batch(model, prompts, params, torch.Generator())
+    for prompt, p, completion in zip(prompts, params, done, strict=True):
+        tokens, logprobs = list(prompt), []
+        with torch.no_grad():
+            for _ in range(p.max_new_tokens):
+                logp_V = torch.log_softmax(model(torch.tensor([tokens])).logits[0, -1], dim=-1)
+                tokens.append(int(logp_V.argmax()))
+                logprobs.append(float(logp_V.max()))
+        assert completion.tokens == tokens[len(prompt) :]
+        assert completion.logprobs == pytest.approx(logprobs, abs=1e-5)
