@@ -49,7 +49,7 @@ def dead_stack_seconds(client, cell: str) -> float:
     stand_in = subprocess.Popen(["sleep", "600"])
     log = Path("/nonexistent/stack.log")
     client.execute_interactive(
-        f"from helpers.backend import watch_local_stack\n"
+        f"import helpers\nfrom local_stack.client.watch import watch_local_stack\n"
         f"watch_local_stack({stand_in.pid}, __import__('pathlib').Path({str(log)!r}))",
         timeout=60,
     )

@@ -228,9 +228,10 @@ SEEDS_PER_SETTING = Exercise(
         ),
         Mistake(
             "normal quantiles for t",
-            "you used the normal quantiles (1.96 and 0.84). With a handful of seeds the "
-            "spread itself is estimated, so use Student's t at 2(n - 1) degrees of freedom, "
-            "t_quantile(0.975, f) + t_quantile(0.8, f), recomputed for every n you try.",
+            "you used the normal quantiles (1.96 and 0.84), or a one-sided t_quantile(0.95, f), "
+            "which gives the same count here. With a handful of seeds the spread itself is "
+            "estimated, and the test is two-sided: use Student's t at 2(n - 1) degrees of "
+            "freedom, t_quantile(0.975, f) + t_quantile(0.8, f), recomputed for every n you try.",
             lambda spread, run_error, difference: _least_seeds(
                 max(spread, run_error), difference, lambda n: 1.959964 + 0.841621
             ),

@@ -1,28 +1,21 @@
-"""The course code the notebooks import: the backend seam, parameter checks, the taught modules.
+"""The course code the notebooks import: the backend seam, the settings, the taught modules.
 
     backend               `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
-                          (locally from `local_stack.client.dataset`, made offline)
     notebook_parameters   every parameter declared once; `settings(notebook, globals())`
-    params, cost          the rules parameters pass (a leaf); the cloud estimate and cap
+    params, logins, cost  the rules parameters pass (a leaf); the cloud estimate and cap
     scoring, serving, inspect_step, training, pipelined
                           generated from the notebooks' `# @save` cells (`make helpers`)
-    plots, runlog, progress, stats, rollout_failures
+    plots, runlog, progress, stats, rollout_failures, measurements
                           what the taught loops draw, store, show, measure and guard against
-    errors, sdk_noise     one-sentence errors (a cell stopped by a dead local stack too), and
-                          quiet SDK notices the course explains
+    errors, sdk_noise     one-sentence errors, and quiet SDK notices the course explains
     adapter_export, sail_http, effect_size
-                          notebook 08's export (size, disk, conversion), its raw Sail requests
-                          (with the table of documented and guessed fields), and when an
-                          adapter-vs-base comparison can decide anything
+                          notebook 08's export, its raw Sail requests (with the table of
+                          documented and guessed fields), and when a comparison decides
+    orca_answers          orca-math-style answers for notebook 01's `final_answer`
 
-Beside it: `shell_tasks` (notebook 07), `sweeps` (`make sweep`, notebook 05), `kimi` (the
-model, named once) and `local_stack`, whose kernel side (`local_stack.client`) only
-`helpers.backend` imports, inside the calls that need it: `connect("local")` (which starts
-or finds the stack, and watches its server from the kernel), `Course.simulate_latency`,
-`tiny_base_model` and `tiny_lora_config`.
-
-`import helpers` is cheap (the SDKs load on first use), so a notebook can check its
-parameters in its first cell and fail in a second, not after a minute of imports.
+Only `helpers.backend` imports the local stack (`local_stack.client`), inside the calls that
+need it. `import helpers` is cheap (the SDKs load on first use), so a notebook's check cell
+fails in a second, not after a minute of imports.
 """
 
 from __future__ import annotations

@@ -2,19 +2,12 @@
 downloaded, room on disk and in memory for the conversion, and the base-model directory
 `tinker_cookbook.weights.build_lora_adapter` converts against.
 
-A Tinker archive holds the adapter in Tinker's own layout (see `local_stack/engine/
-tinker_layout.py` for what is known of it); `build_lora_adapter` turns it into the two PEFT
-files Sail's `/v1/loras` takes. The converter reads the base model's `config.json` (to pick
-the model family) and the names of its weights (to place `unembed_tokens`); it never reads a
-weight. So in the cloud a stand-in directory of those two things replaces the ~600 GB Kimi
-K2.6 checkpoint, which `build_lora_adapter` would otherwise download in full.
-
-For a mixture-of-experts model the export is much larger than the archive. Tinker stores each
-expert layer's factor on the hidden side once for all experts; the converter gives every
-expert its own copy (`weights/_adapter.py`, `_expand_expert_weights`), and it loads the whole
-archive into memory first (`weights/_artifacts.py`, `load_adapter_weights`). The export's
-size here is not a formula of ours: `converter_export` runs the converter's own conversion on
-tensors with shapes and no data (PyTorch's meta device) and counts what it makes.
+The converter reads the base model's `config.json` and its weight names, never a weight, so
+in the cloud a stand-in directory of those two replaces Kimi K2.6's ~600 GB checkpoint. For a
+mixture-of-experts model the export is much larger than the archive: the converter loads the
+whole archive, then gives each expert its own copy of the factor Tinker shares between them
+(`weights/_adapter.py`, `_expand_expert_weights`). `converter_export` counts the export by
+running the converter's own conversion on shape-only (meta) tensors, not by a formula of ours.
 """
 
 from __future__ import annotations

@@ -3,14 +3,13 @@
 `connect("local")` uses the local stack (loopback stand-ins for Tinker and Sail with a
 tiny real model), starting it if no other kernel has, and needs no keys; should the stack
 die, the running cell (or script) stops within a second, in one sentence, and should it
-hang, within about 15 s (`watch_local_stack`).
+hang, within about 15 s (`local_stack.client.watch`).
 `connect("cloud")` uses the real services with the keys in your environment, and costs
 money. Notebook code is the same either way.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Iterator
@@ -23,14 +22,7 @@ import tinker
 from datasets import load_dataset
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-from helpers.errors import (
-    CourseConfigError,
-    CourseRunError,
-    forget_interrupt_reason,
-    install_short_errors,
-    interrupt_running_cell,
-    raise_reasons_in_script,
-)
+from helpers.errors import CourseConfigError, install_short_errors
 from helpers.notebook_parameters import backend_defaults
 from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
 from helpers.sdk_noise import quiet_tinker_deprecation_logs
@@ -185,6 +177,7 @@ def _start_local() -> dict[str, list[dict]]:
     from kimi import register_offline_kimi_tokenizer
     from local_stack.client.dataset import arithmetic_dataset
     from local_stack.client.supervisor import start_local_stack
+    from local_stack.client.watch import watch_local_stack
 
     register_offline_kimi_tokenizer()
     stack = start_local_stack()
@@ -200,56 +193,12 @@ def _leave_local() -> None:
         supervisor.detach_local_stack()
 
 
-class LocalStackStoppedError(CourseRunError):
-    """The local stack's server process is gone."""
-
-
-def watch_local_stack(pid: int, log_path: Path, url: str | None = None) -> None:
-    """In an IPython kernel, stop the running cell within a second of the local stack's
-    server `pid` dying, or within about 15 s of it no longer answering at `url`, with one
-    sentence: what happened, where its log is, and that re-running resumes (the stack keeps
-    its checkpoints on disk, and notebook 04 resumes after its last completed step). A plain
-    script that called `connect` from its main thread is stopped the same way: the sentence
-    is raised there, as a LocalStackStoppedError. See `local_stack.client.watch`."""
-    from local_stack.client.watch import HUNG_SECONDS, Failure, in_ipython, watch_from_kernel
-
-    stop_watching()  # replaces any earlier watch, and a reason it left
-
-    def reasons(rerun: str) -> dict[Failure, LocalStackStoppedError]:
-        rerun += " restarts it (a training run resumes after its last completed step)."
-        return {
-            "dead": LocalStackStoppedError(
-                f"The local stack (pid {pid}) stopped; its log is {log_path}, and {rerun}"
-            ),
-            "hung": LocalStackStoppedError(
-                f"The local stack (pid {pid}) has not answered {url}/healthz for "
-                f"{HUNG_SECONDS:g} s, so it is stuck; its log is {log_path}, and {rerun}"
-            ),
-        }
-
-    try:
-        kernel_loop = asyncio.get_running_loop()  # ipykernel runs every cell inside it
-    except RuntimeError:
-        kernel_loop = None
-
-    def stop_cell(failure: Failure) -> None:
-        interrupt_running_cell(reasons("re-running the notebook")[failure], kernel_loop)
-
-    def stop_script(failure: Failure) -> None:
-        interrupt_running_cell(reasons("re-running the script")[failure], kernel_loop)
-
-    if in_ipython():
-        watch_from_kernel(pid, stop_cell, url)
-    elif raise_reasons_in_script():  # False off the main thread: nobody to stop there
-        watch_from_kernel(pid, stop_cell, url, stop_script)
-
-
 def stop_watching() -> None:
     """Stop watching the local stack, which is about to be stopped or restarted on purpose
     (a kernel that never loaded the stack watches nothing)."""
     if (kernel_watch := sys.modules.get("local_stack.client.watch")) is not None:
         kernel_watch.stop_watching()
-    forget_interrupt_reason()  # one whose interruption never reached a cell
+        kernel_watch.forget_interrupt_reason()  # one whose interruption never reached a cell
 
 
 def _cloud_rows() -> dict[str, list[dict]]:

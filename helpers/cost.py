@@ -1,29 +1,14 @@
-"""What a notebook will spend, said before it spends it, and a cap that holds in the cloud.
+"""What a notebook will spend, printed before it spends it, and a cap that holds in the cloud.
 
-An estimate is a ceiling, computed from a notebook's parameters alone: every rollout
-samples at most `max_tokens`, and every trained rollout's datum holds its prompt plus at
-most `max_tokens` completion tokens. Money is shown only where a price is known: from a
-parameter, or from `prices.json` beside this file (which names its date and source). No
-price is invented: without one the estimate says "no price known".
-
-In the cloud, a run whose sampled-token ceiling exceeds its budget stops before its first
-paid request, with one sentence; there is no prompt, so papermill behaves the same.
-Locally nothing is paid for, so the estimate is printed and no cap applies. Each spending
-notebook's check cell calls `estimate_and_cap` with the rollouts of each part of its run.
-
-Sampled tokens have a price per completion window (`balanced` and `flex` apart, both
-unknown today); a notebook says which of its rollouts sample through flex.
-
-More things cost money in the cloud and are counted beside the tokens, with no price (none is
-known): the adapter archive that Tinker builds and Sail downloads for every sampler checkpoint
-a notebook serves (its size is an assumption, `ASSUMED_ADAPTER_ARCHIVE_GB`), a PEFT export
-uploaded to Sail and hosted there as a named LoRA (notebook 08; its size is the converter's,
-`helpers.adapter_export.estimate_kimi_k26`), Tinker forward passes that score rollouts without
-training, and the rollouts cut at their timeout, which the token ceiling counts in full
-because Sail may bill what it sampled for them. Sandboxes (notebook 07's Sailboxes) are
-counted apart, by `describe_sandboxes`: how many (each pays a one-time creation charge), and
-the most sandbox time they can hold (billed by what they use in it). The budget caps sampled
-tokens only.
+An estimate is a ceiling from the parameters alone: every rollout samples at most
+`max_tokens`, and a trained rollout's datum holds its prompt plus that many completion
+tokens. Money is shown only with a known price (`prices.json` beside this file names its date
+and source); none is invented. In the cloud a run whose sampled-token ceiling passes its
+budget stops before its first paid request, in one sentence; locally the estimate is only
+printed. Counted beside the tokens, with no price known: the adapter archive Tinker builds and
+Sail downloads per sampler checkpoint served (its size assumed, `ASSUMED_ADAPTER_ARCHIVE_GB`),
+PEFT exports hosted on Sail (notebook 08), forward passes outside training, and Sailboxes
+(`describe_sandboxes`). The budget caps sampled tokens only.
 """
 
 from __future__ import annotations

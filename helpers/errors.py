@@ -1,26 +1,15 @@
 """One-sentence errors for bad settings and for runs that cannot go on.
 
-A workshop attendee who mistypes a parameter, or whose local stack died, should read one
-sentence that says what happened and what to do, not forty lines of traceback. Inside
-IPython, errors of these types are shown as that sentence alone; everywhere else they
-are ordinary exceptions.
-
-Interruptions are short too. Jupyter's stop button shows as one line: in a training loop
-(a `helpers.progress.StepProgress` the cell is using) the line says how many steps were
-done and the loop's bar is closed; elsewhere it says at which line of the cell the
-interruption came.
-
-A watcher thread (see `helpers.backend.watch_local_stack`) can stop the running cell with
-a reason: it interrupts the kernel's main thread, as Jupyter's stop button does, and the
-interruption is then shown as the reason's sentence instead. A plain script is stopped the
-same way (`raise_reasons_in_script`): the reason is raised in its main thread, and if
-nothing catches it, the script ends at once with that one sentence.
+Inside IPython, errors of these types, and interruptions, are shown as one sentence that says
+what happened and what to do, not forty lines of traceback; elsewhere they are ordinary
+exceptions. An interrupted training loop says how many steps were done (and its bar closes);
+another interrupted cell names the line it stopped at; a cell the local stack's watcher
+stopped (`local_stack.client.watch`) shows the watcher's sentence.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import sys
@@ -41,76 +30,13 @@ class CourseRunError(RuntimeError):
 # An interruption shows up in the cell as KeyboardInterrupt (a cell running plain code)
 # or CancelledError (ipykernel cancels a cell that is awaiting something).
 _INTERRUPTIONS = (KeyboardInterrupt, asyncio.CancelledError)
-_interrupt_reason: CourseRunError | None = None
 
 
-def interrupt_running_cell(
-    reason: CourseRunError, loop: asyncio.AbstractEventLoop | None = None
-) -> None:
-    """From another thread: stop the cell that is running; it fails with `reason`.
-
-    `loop` is the kernel's event loop. The signal's handler only schedules the cancel of
-    an awaiting cell, and does not wake the loop from its wait, so the loop is woken too.
-    """
-    global _interrupt_reason
-    _interrupt_reason = reason
-    main_thread = threading.main_thread().ident
-    assert main_thread is not None  # it has started: it imported this module
-    signal.pthread_kill(main_thread, signal.SIGINT)
-    if loop is not None and not loop.is_closed():
-        loop.call_soon_threadsafe(lambda: None)
-
-
-def raise_reasons_in_script() -> bool:
-    """Outside IPython: from now on `interrupt_running_cell` raises its reason in the main
-    thread, shown as that one sentence if the script lets it end the script; a Ctrl-C still
-    does what it did before. False where not possible (only the main thread may install a
-    signal handler)."""
-    previous = signal.getsignal(signal.SIGINT)
-    if getattr(previous, "raises_reasons", False):
-        return True
-
-    def raise_reason(signum: int, frame: Any) -> Any:
-        global _interrupt_reason
-        reason, _interrupt_reason = _interrupt_reason, None
-        if reason is not None:
-            _raised_reasons.add(id(reason))
-            raise reason
-        if callable(previous):
-            return previous(signum, frame)
-        if previous != signal.SIG_IGN:
-            raise KeyboardInterrupt
-
-    raise_reason.raises_reasons = True  # type: ignore[attr-defined]
-    try:
-        signal.signal(signal.SIGINT, raise_reason)
-    except ValueError:  # not the main thread
-        return False
-    previous_hook = sys.excepthook
-
-    def one_sentence(etype: type[BaseException], value: BaseException, tb: Any) -> None:
-        if id(value) not in _raised_reasons:
-            previous_hook(etype, value, tb)
-            return
-        print(f"{etype.__name__}: {value}", file=sys.stderr)
-        # The script's own `finally` blocks have run. Exit now: the SDKs' threads would
-        # hold the interpreter's exit for minutes, waiting on a stack that cannot answer.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
-
-    sys.excepthook = one_sentence
-    return True
-
-
-# The reasons raised in a script's main thread (ids): shown as their sentence alone.
-_raised_reasons: set[int] = set()
-
-
-def forget_interrupt_reason() -> None:
-    """Drop a reason whose interruption never reached a cell (it finished just before)."""
-    global _interrupt_reason
-    _interrupt_reason = None
+def _stack_stopped_reason() -> BaseException | None:
+    """Why the local stack's watcher interrupted the cell, if it did (a kernel that never
+    loaded the stack has no watcher)."""
+    watch = sys.modules.get("local_stack.client.watch")
+    return None if watch is None else watch.take_interrupt_reason()
 
 
 def _cell_was_interrupted(etype: type) -> bool:
@@ -135,14 +61,12 @@ def _where_interrupted(tb: Any) -> str:
 
 
 def _show_one_sentence(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):
-    global _interrupt_reason
     if issubclass(etype, _INTERRUPTIONS) and not _cell_was_interrupted(etype):
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
         return []
     loop_stopped = stop_loop_of_this_cell()  # a loop this error ended must not look running
     if issubclass(etype, _INTERRUPTIONS):
-        reason, _interrupt_reason = _interrupt_reason, None
-        value = reason or KeyboardInterrupt(loop_stopped or _where_interrupted(tb))
+        value = _stack_stopped_reason() or KeyboardInterrupt(loop_stopped or _where_interrupted(tb))
         etype = type(value)
     stb = [f"{etype.__name__}: {value}"]
     shell._showtraceback(etype, value, stb)  # publishes the error like any other

@@ -1,43 +1,14 @@
 """Measurements that scripts made across seeds, stored in measurements/ with where they came
-from, so that a notebook renders a range from the file its script wrote and never from
-numbers pasted into a cell."""
+from (`scripts/measurement_files.py` writes them), so that a notebook renders a range from
+the file its script wrote and never from numbers pasted into a cell."""
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 MEASUREMENTS_DIR = Path(__file__).resolve().parent.parent / "measurements"
-
-
-def measurement_start() -> dict[str, Any]:
-    """Where a measurement comes from, taken when its script starts (the code it runs): the
-    command, the date, the commit (marked `-dirty` if the checkout had changes) and the load
-    average."""
-    root = MEASUREMENTS_DIR.parent
-    commit = _git(root, "rev-parse", "HEAD")
-    if _git(root, "status", "--porcelain", "--untracked-files=no"):
-        commit += "-dirty"
-    script = Path(sys.argv[0]).resolve()
-    return {
-        "script": str(script.relative_to(root)) if script.is_relative_to(root) else script.name,
-        "command": " ".join(["python", *sys.argv]),
-        "date": datetime.date.today().isoformat(),
-        "commit": commit,
-        "load_average": [round(load, 1) for load in os.getloadavg()],
-    }
-
-
-def write_measurement(name: str, started: dict[str, Any], values: dict[str, Any]) -> Path:
-    """Store `values` as measurements/<name>.json, after `started` (`measurement_start()`)."""
-    path = MEASUREMENTS_DIR / f"{name}.json"
-    path.write_text(json.dumps({**started, **values}, indent=1) + "\n")
-    return path
 
 
 def load_measurement(name: str) -> dict[str, Any]:
@@ -49,8 +20,3 @@ def provenance(measurement: dict[str, Any]) -> str:
     return (
         f"`{measurement['command']}` on {measurement['date']} (commit {measurement['commit'][:10]})"
     )
-
-
-def _git(root: Path, *args: str) -> str:
-    result = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True)
-    return result.stdout.strip()

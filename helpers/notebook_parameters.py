@@ -1,21 +1,12 @@
 """Every notebook parameter, declared once: its value, rule, doc, backend defaults and profiles.
 
-A notebook's parameters cell is the papermill cell; the cell after it is one call,
-`cfg = helpers.settings("04_training_loop", globals())`, which checks every value (one
-sentence for a bad one), fills in the backend's defaults for each None, prints what the run
-may spend, and returns a frozen `Settings` the rest of the notebook reads (`cfg.steps`).
-Scripts, sweeps and tests get the same object from `resolve(notebook, backend, profile)`,
-and ask for sizes by a profile's name (`small` for tests, `rehearsal` for the cloud
-rehearsal, `tiny-sweep` for `make run`'s sweep, `sweep` for sweeps/default.toml) instead of
-copying numbers.
-
-The parameters cells and the parameter tables of docs/cloud.md and the instructor's guide are
-written from `NOTEBOOK_PARAMETERS` by `make docs` (`scripts/make_docs.py`);
-`tests/repo/test_docs_fresh.py` fails when they were not. To change a default, a range, a
-profile or a description, change it here and run `make docs`. Within a notebook,
-learner-facing parameters come first and cloud-only and budget knobs last, the order of its
-cell. Imports nothing heavy: the check cells use it. The rules live in `helpers.params`, a
-leaf that imports nothing back.
+The cell after a notebook's parameters cell is `cfg = helpers.settings(notebook, globals())`:
+every value checked (one sentence for a bad one), each None replaced by the backend's default,
+what the run may spend printed, and a frozen `Settings` returned. Scripts, sweeps and tests
+call `resolve(notebook, backend, profile)` and name a size profile (`small`, `rehearsal`,
+`tiny-sweep`, `sweep`) instead of copying numbers. `make docs` writes the parameters cells and
+the docs' parameter tables from `NOTEBOOK_PARAMETERS`; a notebook's learner-facing parameters
+come first, cloud-only and budget knobs last. The rules are `helpers.params`, a leaf.
 """
 
 from __future__ import annotations
@@ -75,22 +66,6 @@ class Parameter:
     def default(self, backend: str) -> object:
         """What the notebook uses when the value is None on `backend`."""
         return {"local": self.local, "cloud": self.cloud}[backend]
-
-    def comment(self) -> str:
-        """The parameters cell's comment: what it does, its range, what None stands for."""
-        described = self.rule.describe() if hasattr(self.rule, "describe") else ""
-        text = f"{self.doc}: {described}" if described else self.doc
-        if self.local is not None or self.cloud is not None:
-            text += f"; None: {_literal(self.local)} locally, {_literal(self.cloud)} in the cloud"
-        return text
-
-
-def _literal(value: object) -> str:
-    """A default as prose: 1,024; 1e-4 rather than 0.0001."""
-    if isinstance(value, float) and 0 < value < 1e-3:
-        mantissa, exponent = f"{value:e}".split("e")
-        return f"{float(mantissa):g}e{int(exponent)}"
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{value}"
 
 
 def _with(parameter: Parameter, **changes: object) -> Parameter:
@@ -476,9 +451,8 @@ def settings(notebook: str, namespace: Mapping[str, object]) -> Any:
     return cfg
 
 
-# What each spending notebook's cells sample and train, counted from its settings before any
-# request that costs money (`helpers.cost.estimate_and_cap`): printed, and in the cloud
-# refused past budget_sampled_tokens.
+# What each spending notebook's cells sample and train, from its settings, before any paid
+# request (`helpers.cost.estimate_and_cap`).
 
 
 def _cap(cfg: Any, sampled: dict[str, int], **costs: int) -> None:
@@ -584,18 +558,13 @@ def _spend_07(cfg: Any) -> None:
         trained_rollouts=cfg.steps * rollouts_per_step,
         adapter_archives=cfg.steps + 2,  # a sampler checkpoint per step, and one per evaluation
     )
-    # Sandboxes by lifetime budget (s): one by hand and twelve for containment at 120 s; at
-    # ShellTaskGroupBuilder's 600 s, group_size each for the prompt shown, the first group,
-    # and sequential and concurrent creation, then one per training and held-out rollout.
-    # Grading takes one more per graded rollout (120 s: the grader's 60 s and a minute for its
-    # files) and per graded containment row (90 s). The optional tamper cell: two per strategy
-    # at 300 s, one more to grade each at 90 s. Sail bills a Sailbox by its observed usage
-    # while it runs, plus a one-time charge when it is created (`Sailbox.create`'s docstring,
-    # sail 0.17.1).
-    # The step exercise's check takes a policy sandbox per case (600 s) and, once a learner's
-    # step runs, at most two fresh ones per case to grade in (the learner's and the course's,
-    # 80 s: the case's 20 s and the grader's minute); the first group is graded by the step
-    # the check chose, at the same 80 s.
+    # Sandboxes by lifetime budget (s). 120: one by hand, twelve for containment, one to grade
+    # each graded rollout (the grader's 60 s and a minute for its files). 600 (the group
+    # builder's): group_size each for the prompt shown, the first group, sequential and
+    # concurrent creation, then one per training and held-out rollout, and a policy sandbox per
+    # step-check case. 80: at most two per case to grade a learner's step in (the case's 20 s
+    # and the grader's minute), and the first group's grading. 90: graded containment rows and
+    # tamper strategies; 300: the optional tamper cell's two per strategy.
     graded_rollouts = cfg.steps * rollouts_per_step + eval_rollouts
     at_600 = 4 * cfg.group_size + cfg.steps * rollouts_per_step + eval_rollouts
     lifetimes = {

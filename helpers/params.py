@@ -1,15 +1,10 @@
 """The rules notebook parameters must pass, run before anything touches a server.
 
-A leaf: it imports nothing of the course but its errors (and, for the cloud check, the
-SDK logins of `helpers.logins`, a leaf too). The declarations
-(`helpers.notebook_parameters`) give each parameter one of these rules, each able to
-`describe()` its range for the parameters cell's comment. A value outside its range raises
-`CourseConfigError` with one sentence naming the parameter and the range, so a bad papermill
-`-p` fails in a second instead of mid-run (or, worse, "succeeds" having sampled nothing). The
-ranges are what the services accept, what each backend's data holds, and what a kernel can
-hold; `tests/course/test_params.py` checks them against the first two.
-
-Comparisons are written `low <= value <= high`, which NaN fails.
+A leaf: it imports only the course's errors and (for the cloud check) `helpers.logins`. A
+value out of range raises `CourseConfigError` with one sentence naming the parameter and the
+range, so a bad papermill `-p` fails in a second, not mid-run. The ranges are what the
+services accept, what each backend's data holds and what a kernel can hold. Comparisons are
+written `low <= value <= high`, which NaN fails.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Progress that suits where the notebook runs.
+"""Progress that suits where the notebook runs: a tqdm bar in JupyterLab (which sets
+`JPY_SESSION_NAME`), a plain line per step elsewhere (papermill would store a frozen widget).
 
-In JupyterLab a tqdm bar fills as steps finish. Under papermill (or any run with no one
-watching) a bar would be stored as a frozen widget, so each step is one plain log line
-instead. JupyterLab marks its kernels with `JPY_SESSION_NAME`; papermill does not.
-
-A step's line may be long (notebook 04 shows ten metrics); JupyterLab breaks an output line
-that is wider than its output area anywhere, even inside a word, so a long line is broken
-here first, between its " | " fields, into lines of at most `LINE_CHARS`.
-
-A loop's progress also remembers the cell that last used it, so that when that cell is
-interrupted (or stopped by a dead stack), `helpers.errors` can close the bar and say in
-one line how far the loop got, instead of leaving a half-filled bar above a traceback.
+A long step line is broken between its " | " fields, since JupyterLab breaks a too-wide line
+anywhere. A loop's progress remembers the cell that last used it, so that when the cell is
+interrupted `helpers.errors` can close the bar and say how far the loop got.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """A training run's folder: per-step metrics on disk, and what a restart needs to resume.
 
-`runs/<run_name>/metrics.jsonl` gets one line per completed step, written as the step
-ends. `state.json` records the run's settings, the last completed step, the Tinker
-checkpoint (`save_state`) holding the weights and optimizer after it, and the held-out
-scores measured before and after training. Re-running with the same `run_name` and the
-same settings reads both and continues after that step: no step is lost or repeated, and
-a finished run shows the scores it stored instead of measuring them again.
-
-Each run also has an id (`run_id`), made when the run starts and kept in `state.json`, so a
-resumed run keeps it. Sail's `tinker_lora_name` carries it: `{run_name}-step-{k}` alone
-repeats across attendees, reruns in a fresh folder and any two runs that share a name.
+`runs/<run_name>/metrics.jsonl` gets a line per completed step; `state.json` holds the run's
+settings, its id, the last completed step, the Tinker checkpoint after it and the held-out
+scores. Re-running with the same `run_name` and settings continues after that step, losing or
+repeating none. The run id (made at the start, kept on resume) goes into Sail's
+`tinker_lora_name`, which `{run_name}-step-{k}` alone would repeat across attendees and reruns.
 """
 
 from __future__ import annotations

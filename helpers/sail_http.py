@@ -154,7 +154,7 @@ class _CountingReader(io.BufferedReader):
 
     def read(self, size: int | None = -1) -> bytes:
         data = super().read(size)
-        self._progress(len(data))
+        self._progress.update(len(data))
         return data
 
 
@@ -221,18 +221,8 @@ def _progress_bar(total: int, desc: str) -> Any:
     if is_interactive():
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True)
-        return _Bar(bar.update, bar.close)
+        return tqdm(total=total, desc=desc, unit="B", unit_scale=True)
     return _LineBar(total, desc)
-
-
-@dataclass
-class _Bar:
-    update: Any
-    close: Any
-
-    def __call__(self, count: int) -> None:
-        self.update(count)
 
 
 class _LineBar:
@@ -241,7 +231,7 @@ class _LineBar:
     def __init__(self, total: int, desc: str) -> None:
         self.total, self.desc, self.done, self.tenths = max(total, 1), desc, 0, 0
 
-    def __call__(self, count: int) -> None:
+    def update(self, count: int) -> None:
         self.done += count
         tenths = min(10, self.done * 10 // self.total)
         if tenths > self.tenths and tenths < 10:

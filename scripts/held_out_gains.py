@@ -25,10 +25,10 @@ import random
 import time
 
 import helpers
-from helpers.measurements import measurement_start, write_measurement
 from helpers.notebook_parameters import resolve
 from helpers.scoring import MathGroupBuilder
 from helpers.training import compare, evaluate_now, run_step
+from scripts.measurement_files import measurement_start, write_measurement
 
 SETS = {"known facts, not trained": "held_out_known_rows", "unseen facts": "held_out_rows"}
 # The settings the runs hold fixed, stored with the results, so that notebook 04 can say

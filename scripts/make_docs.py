@@ -34,7 +34,7 @@ def parameters_cell(notebook: str) -> str:
     for name, parameter in NOTEBOOK_PARAMETERS[notebook].items():
         code = f"{name} = {python_literal(parameter.value)}  # "
         first, *rest = textwrap.wrap(
-            parameter.comment(),
+            comment(parameter),
             LINE_LENGTH,
             initial_indent=code,
             subsequent_indent="# ",
@@ -43,6 +43,24 @@ def parameters_cell(notebook: str) -> str:
         )
         lines += [first, *rest]
     return "\n".join(lines)
+
+
+def comment(parameter: Parameter) -> str:
+    """The parameters cell's comment: what it does, its range, what None stands for."""
+    described = parameter.rule.describe() if hasattr(parameter.rule, "describe") else ""
+    text = f"{parameter.doc}: {described}" if described else parameter.doc
+    if parameter.local is not None or parameter.cloud is not None:
+        local, cloud = _prose(parameter.local), _prose(parameter.cloud)
+        text += f"; None: {local} locally, {cloud} in the cloud"
+    return text
+
+
+def _prose(value: object) -> str:
+    """A default as prose: 1,024; 1e-4 rather than 0.0001."""
+    if isinstance(value, float) and 0 < value < 1e-3:
+        mantissa, exponent = f"{value:e}".split("e")
+        return f"{float(mantissa):g}e{int(exponent)}"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{value}"
 
 
 def check_cell(notebook: str) -> str:
@@ -92,7 +110,7 @@ def _cell(value: object) -> str:
 
 
 def _escape(parameter: Parameter) -> str:
-    return parameter.comment().replace("|", "\\|")
+    return comment(parameter).replace("|", "\\|")
 
 
 def expected_files() -> dict[Path, str]:

@@ -152,8 +152,8 @@ def main() -> None:
     settings = ShellRunSettings(**args)
     # The runs' checkpoints are throwaway: keep them out of the course's storage.
     os.environ["COURSE_LOCAL_STACK_DIR"] = tempfile.mkdtemp(prefix="shell-rl-")
-    from helpers.measurements import measurement_start, write_measurement
     from local_stack.client.supervisor import stop_local_stack
+    from scripts.measurement_files import measurement_start, write_measurement
 
     started = measurement_start()
 

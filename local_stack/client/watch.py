@@ -15,18 +15,27 @@ A cell that was already running is stopped at once. A cell started after the dea
 a few seconds' grace first, so that re-running the cell that calls `helpers.connect`
 reaches it and starts a new stack. A plain script (no IPython) is one long cell: its
 `stop_script` is called once, as soon as the stack is found dead or hung, and stops the
-script with the same sentence (`helpers.backend.watch_local_stack`), where the SDKs would
-otherwise retry for minutes.
+script with the same sentence (`watch_local_stack`), where the SDKs would otherwise retry
+for minutes.
+
+The cell is stopped as Jupyter's stop button stops it: the kernel's main thread gets SIGINT,
+and `helpers.errors` shows the interruption as the reason's sentence (`take_interrupt_reason`).
+A script's main thread gets the reason raised instead (`raise_reasons_in_script`).
 
 Kernel side, like `supervisor`: the server never imports it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import http.client
+import os
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -177,3 +186,119 @@ def stop_watching() -> None:
     if _watcher is not None:
         _watcher.stop()
         _watcher = None
+
+
+class LocalStackStoppedError(RuntimeError):
+    """The local stack's server process is gone, or no longer answers."""
+
+
+def watch_local_stack(pid: int, log_path: Path, url: str | None = None) -> None:
+    """In an IPython kernel, stop the running cell within a second of the server `pid` dying,
+    or within HUNG_SECONDS of it no longer answering at `url`, with one sentence: what
+    happened, where its log is, and that re-running resumes (the stack keeps its checkpoints
+    on disk). A script that called `helpers.connect` from its main thread is stopped the same
+    way: the sentence is raised there."""
+    stop_watching()  # replaces any earlier watch, and a reason it left
+    forget_interrupt_reason()
+
+    def reason(failure: Failure, rerun: str) -> LocalStackStoppedError:
+        rerun += " restarts it (a training run resumes after its last completed step)."
+        if failure == "dead":
+            return LocalStackStoppedError(
+                f"The local stack (pid {pid}) stopped; its log is {log_path}, and {rerun}"
+            )
+        return LocalStackStoppedError(
+            f"The local stack (pid {pid}) has not answered {url}/healthz for "
+            f"{HUNG_SECONDS:g} s, so it is stuck; its log is {log_path}, and {rerun}"
+        )
+
+    try:
+        kernel_loop = asyncio.get_running_loop()  # ipykernel runs every cell inside it
+    except RuntimeError:
+        kernel_loop = None
+
+    def stop_cell(failure: Failure) -> None:
+        interrupt_running_cell(reason(failure, "re-running the notebook"), kernel_loop)
+
+    def stop_script(failure: Failure) -> None:
+        interrupt_running_cell(reason(failure, "re-running the script"), kernel_loop)
+
+    if in_ipython():
+        watch_from_kernel(pid, stop_cell, url)
+    elif raise_reasons_in_script():  # False off the main thread: nobody to stop there
+        watch_from_kernel(pid, stop_cell, url, stop_script)
+
+
+# The reason the watcher last stopped the running cell for, until the cell shows it.
+_interrupt_reason: LocalStackStoppedError | None = None
+# The reasons raised in a script's main thread (ids): shown as their sentence alone.
+_raised_reasons: set[int] = set()
+
+
+def interrupt_running_cell(
+    reason: LocalStackStoppedError, loop: asyncio.AbstractEventLoop | None = None
+) -> None:
+    """From another thread: stop the cell that is running; it fails with `reason`.
+
+    `loop` is the kernel's event loop. The signal's handler only schedules the cancel of
+    an awaiting cell, and does not wake the loop from its wait, so the loop is woken too.
+    """
+    global _interrupt_reason
+    _interrupt_reason = reason
+    main_thread = threading.main_thread().ident
+    assert main_thread is not None  # it has started: it imported this module
+    signal.pthread_kill(main_thread, signal.SIGINT)
+    if loop is not None and not loop.is_closed():
+        loop.call_soon_threadsafe(lambda: None)
+
+
+def take_interrupt_reason() -> LocalStackStoppedError | None:
+    """The reason the running cell was interrupted for, once; None for a plain interrupt."""
+    global _interrupt_reason
+    reason, _interrupt_reason = _interrupt_reason, None
+    return reason
+
+
+def forget_interrupt_reason() -> None:
+    """Drop a reason whose interruption never reached a cell (it finished just before)."""
+    take_interrupt_reason()
+
+
+def raise_reasons_in_script() -> bool:
+    """Outside IPython: from now on `interrupt_running_cell` raises its reason in the main
+    thread, shown as that one sentence if the script lets it end the script; a Ctrl-C still
+    does what it did before. False where not possible (only the main thread may install a
+    signal handler)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if getattr(previous, "raises_reasons", False):
+        return True
+
+    def raise_reason(signum: int, frame: Any) -> Any:
+        if (reason := take_interrupt_reason()) is not None:
+            _raised_reasons.add(id(reason))
+            raise reason
+        if callable(previous):
+            return previous(signum, frame)
+        if previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    raise_reason.raises_reasons = True  # type: ignore[attr-defined]
+    try:
+        signal.signal(signal.SIGINT, raise_reason)
+    except ValueError:  # not the main thread
+        return False
+    previous_hook = sys.excepthook
+
+    def one_sentence(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+        if id(value) not in _raised_reasons:
+            previous_hook(etype, value, tb)
+            return
+        print(f"{etype.__name__}: {value}", file=sys.stderr)
+        # The script's own `finally` blocks have run. Exit now: the SDKs' threads would
+        # hold the interpreter's exit for minutes, waiting on a stack that cannot answer.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+    sys.excepthook = one_sentence
+    return True

@@ -116,7 +116,7 @@ def runner():
         yield runner
 
 
-@settings(max_examples=10_000, deadline=None, derandomize=True)
+@settings(max_examples=1_000, deadline=None, derandomize=True)
 @given(
     text=st.one_of(
         st.text(),
@@ -128,7 +128,8 @@ def runner():
 def test_scorer_never_raises_and_reward_is_one_of_three(
     renderer, runner, text: str, reference: str
 ) -> None:
-    """10,000 generated strings: tokenize, parse, score; never an exception."""
+    """1,000 generated strings, the same ones every run (derandomized): tokenize, parse,
+    score; never an exception."""
     tokens = offline_kimi_tokenizer().encode(text)
     result = runner.run(MathEnv("q", reference, renderer).step(tokens))
     assert round(result.reward, 6) in {-0.1, 0.0, 1.0}

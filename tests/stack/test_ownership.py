@@ -4,7 +4,7 @@ responses.
 Each client here has keys of its own (`tml-local-<client>`, `sk_local_<client>`), as every
 kernel does. The other client gets 404 for whatever it may not touch, the same answer as for
 an id never issued. Reading a checkpoint by its `tinker://` path is shared on purpose
-(`local_stack.tinker.service` says why), and so is deleting the one state checkpoint a run
+(`local_stack.tinker.state` says why), and so is deleting the one state checkpoint a run
 resumed from. After each attack a bystander client is still served (`isolation_support`).
 """
 

@@ -21,7 +21,8 @@ from local_stack.http import ApiError
 from local_stack.lanes import Lanes
 from local_stack.sail.files import FileStore
 from local_stack.sail.loras import LoraRegistry, LoraSpec
-from local_stack.tinker.service import SessionFinished, TinkerService, TrainingModel, UnknownId
+from local_stack.tinker.service import TinkerService
+from local_stack.tinker.state import SessionFinished, TrainingModel, UnknownId
 
 MODEL = "tiny-model"
 

@@ -23,7 +23,7 @@ from local_stack.departures import DEPARTED_CHECK_SECONDS, release_departed
 from local_stack.engine.model import ADAPTER_CONFIG_PATH
 from local_stack.sail.loras import MAX_CLIENT_LORAS, MAX_LORAS
 from local_stack.tinker.futures import FutureTable
-from local_stack.tinker.service import FUTURE_RETENTION_SECONDS
+from local_stack.tinker.state import FUTURE_RETENTION_SECONDS
 from tests.isolation_support import assert_bystander_served, new_client, sail, tinker_json
 from tests.sail_support import create_body
 from tests.tinker_datums import MODEL

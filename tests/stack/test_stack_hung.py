@@ -59,7 +59,7 @@ def stand_in() -> Iterator[tuple[subprocess.Popen, str]]:
 def watch(client, pid: int, url: str) -> None:
     run(
         client,
-        "from helpers.backend import watch_local_stack\n"
+        "import helpers\nfrom local_stack.client.watch import watch_local_stack\n"
         f"watch_local_stack({pid}, __import__('pathlib').Path({str(LOG)!r}), {url!r})",
     )
 

@@ -40,7 +40,7 @@ def stand_in() -> Iterator[subprocess.Popen]:
 def watch(client, process: subprocess.Popen) -> None:
     run(
         client,
-        f"from helpers.backend import watch_local_stack\n"
+        f"import helpers\nfrom local_stack.client.watch import watch_local_stack\n"
         f"watch_local_stack({process.pid}, __import__('pathlib').Path({str(LOG)!r}))",
     )
 
