@@ -108,7 +108,8 @@ def _pair(name: str, in_features: int, out_features: int, rank: int) -> dict:
 def tinker_lora_shapes(arch: MoeArchitecture, rank: int) -> dict[str, tuple[int, ...]]:
     """Every tensor of a Tinker archive of `arch` at `rank` (MLP, attention and unembedding
     all trained, Tinker's default), by its name in Tinker's layout."""
-    hidden, shapes = arch.hidden_size, {}
+    hidden = arch.hidden_size
+    shapes: dict[str, tuple[int, ...]] = {}
     for layer in range(arch.num_hidden_layers):
         at = f"{PREFIX}.{layer}"
         # Attention: the projections Tinker adapts (cookbook table: q_a, kv_a_with_mqa, o).

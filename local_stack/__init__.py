@@ -13,7 +13,7 @@ read the tiny model) and `shell_tasks.sandboxes` (notebook 07's local sandbox).
     registry     which processes use the stack, kept in the storage dir (both sides)
     app          the one aiohttp app: mounts each service's sub-app and `/healthz`
     http         the one handler style: auth and error mapping as a per-service middleware
-    tinker/      the Tinker API: routes -> requests -> service -> wire (protobuf)
+    tinker/      the Tinker API: routes -> requests -> service, state -> wire (protobuf)
     sail/        the Sail Responses API: routes -> requests -> service, batcher, adapters -> wire
     control/     the control plane for tests and demos (latency, faults, seed, stats), keyed
     engine/      what both services compute with: the tiny model, its vocabulary, the sampler,

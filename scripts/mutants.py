@@ -85,15 +85,15 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "run_loop",
     ),
     # Ownership: another client's session, model, future, checkpoint, file or LoRA.
-    "local_stack/tinker/service.py": (
-        "TinkerService.heartbeat",
-        "TinkerService.finish_session",
-        "TinkerService._session",
-        "TinkerService.model",
-        "TinkerService.result",
-        "TinkerService.set_ttl",
-        "TinkerService.delete",
-        "TinkerService._check_may_change",
+    "local_stack/tinker/state.py": (
+        "TinkerState.heartbeat",
+        "TinkerState.finish_session",
+        "TinkerState._session",
+        "TinkerState.model",
+        "TinkerState.result",
+        "TinkerState.set_ttl",
+        "TinkerState.delete",
+        "TinkerState._check_may_change",
     ),
     "local_stack/sail/files.py": ("FileStore.get", "FileStore.delete", "FileStore.listing"),
     "local_stack/sail/loras.py": (

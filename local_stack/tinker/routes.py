@@ -16,7 +16,7 @@ The wire contract, as the SDK's source defines it:
 - The adapter archive Sail downloads (`/tinker/archives/...`) stands in for a signed URL:
   it needs no key, and a link to a deleted or expired checkpoint answers 404.
 - Each request acts as the client its key names (`request[CLIENT]`): what another client
-  created answers 404 (`service` says what is shared).
+  created answers 404 (`state` says what is shared).
 """
 
 from __future__ import annotations
@@ -50,13 +50,8 @@ from local_stack.lanes import Lanes
 from local_stack.tinker import requests, wire
 from local_stack.tinker.futures import Job
 from local_stack.tinker.requests import Queued
-from local_stack.tinker.service import (
-    SessionFinished,
-    StepPart,
-    TinkerService,
-    TrainingModel,
-    UnknownId,
-)
+from local_stack.tinker.service import StepPart, TinkerService
+from local_stack.tinker.state import SessionFinished, TrainingModel, UnknownId
 
 API_PREFIX = "/api/v1"
 ARCHIVE_ROUTE = "/tinker/archives"

@@ -1,38 +1,22 @@
-"""The local Tinker service's state: sessions, training models, futures and checkpoints.
+"""The local Tinker service's training work: building runs, queueing their requests, quotas.
 
-It knows nothing of HTTP: methods take parsed values (`local_stack.tinker.requests`) and
-raise `UnknownId`, `SessionFinished`, `CheckpointNotFound` or ValueError, which the routes
-answer as 404, 410, 404 and 400. Work on a model is queued in its `seq_id` order and runs on
-the compute thread; its result waits in a future (`local_stack.tinker.futures`). The control
-plane's `train_latency` knob makes each training step take at least that long.
-
-Ownership. Every session, training run and future belongs to the client whose key created
-it (`local_stack.config`); to any other client it does not exist (404, the same answer as
-for an id never issued, so ids do not leak). A checkpoint belongs to the client whose run
-saved it, and only that client may delete it or change its TTL: tinker's RestClient
-documents a 404 for a TTL change by a user who does not own the run.
-
-What is shared on purpose, and why. In the cloud every kernel of one user holds the same
-key; here each kernel is a client of its own, yet the course reads checkpoints across
-kernels: notebook 04, restarted after a crash, resumes from the state its dead kernel saved,
-and notebook 08 ships the adapter notebook 04's kernel trained. So READING a checkpoint,
-given its `tinker://` path, is open to every client: loading it into a new run of its own,
-its `weights_info`, its archive URL (and so sampling from it on Sail). A run resumed from a
-state checkpoint (weights and optimizer) continues the dead kernel's run, so its client may
-also delete or re-TTL that one checkpoint, as notebook 04 does once its next state is
-saved. Nothing else of another client's can be changed: no client can step, save into,
-load into or read the info of another's run.
+Built on `local_stack.tinker.state` (sessions, runs, futures and checkpoints, with the rules
+on who owns what), it knows nothing of HTTP either: methods take parsed values
+(`local_stack.tinker.requests`) and raise `UnknownId`, `SessionFinished`,
+`CheckpointNotFound` or ValueError, which the routes answer as 404, 410, 404 and 400. Work
+on a model is queued in its `seq_id` order and runs on the compute thread; its result waits
+in a future (`local_stack.tinker.futures`). The control plane's `train_latency` knob makes
+each training step take at least that long.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import secrets
 import time
-from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tinker.types import AdamParams
@@ -40,21 +24,16 @@ from tinker.types import AdamParams
 from local_stack.control.knobs import ClientKnobs
 from local_stack.engine.checkpoints import (
     CheckpointExists,
-    CheckpointNotFound,
     CheckpointRef,
     CheckpointStore,
     RunInfo,
 )
-from local_stack.engine.model import (
-    BASE_MODEL_DIRS,
-    MAX_CONTEXT_TOKENS,
-    adapter_config_for,
-    load_base_model,
-)
+from local_stack.engine.model import adapter_config_for, load_base_model
 from local_stack.engine.trainer import MODULE_GROUPS, ForwardBackwardResult, LoraTrainer
 from local_stack.lanes import SHARED_LANE, Lanes
-from local_stack.tinker.futures import Future, FutureTable, Job, RequestSequencer, Sliced
+from local_stack.tinker.futures import Future, Job, Sliced
 from local_stack.tinker.requests import ForwardBackward, Load, NewModel, Save
+from local_stack.tinker.state import TinkerState, TrainingModel
 
 # How many of a model's latest requests a retry can still find (the SDK retries at once).
 RETRY_MEMORY = 64
@@ -73,42 +52,6 @@ MAX_TRAINING_RANKS = 4096
 MAX_CHECKPOINTS = 512
 MAX_CHECKPOINT_BYTES = 1024**3
 
-FUTURE_RETENTION_SECONDS = 3600.0
-SWEEP_SECONDS = 60.0
-# Nominal lifetime of an archive URL for a checkpoint without a TTL.
-ARCHIVE_URL_SECONDS = 24 * 3600
-
-
-class UnknownId(LookupError):
-    """No such session, model or request id."""
-
-
-class SessionFinished(Exception):
-    """The session was finished; it takes no more heartbeats."""
-
-
-@dataclass
-class Session:
-    owner: str  # the client that created it
-    finished: bool = False
-
-
-@dataclass
-class TrainingModel:
-    """A live training run: its trainer, its request queue, and when its current step began."""
-
-    model_id: str
-    owner: str  # the client that created it
-    info: RunInfo
-    trainer: LoraTrainer
-    sequencer: RequestSequencer = field(default_factory=RequestSequencer)
-    # seq_id -> (the request body's digest, its request id): the SDK re-sends a request
-    # that timed out with the same seq_id, and that retry must get the same future.
-    answered: OrderedDict[int, tuple[str, str]] = field(default_factory=OrderedDict)
-    step_started_at: float | None = None  # when the queue reached the step's first request
-    # The state checkpoint this run resumed from (weights and optimizer), once loaded.
-    resumed_from: CheckpointRef | None = None
-
 
 @dataclass(frozen=True)
 class StepPart:
@@ -120,89 +63,19 @@ class StepPart:
     train_latency: float = 0.0  # the least the step takes: the submitting client's knob
 
 
-class TinkerService:
-    """Sessions, training models and their queued work, and the checkpoint store."""
+class TinkerService(TinkerState):
+    """Training runs built, their requests queued and run, within each client's quotas."""
 
     def __init__(self, store: CheckpointStore, knobs: ClientKnobs, lanes: Lanes) -> None:
-        self.store = store
-        self.knobs = knobs
-        self.lanes = lanes
-        self.sessions: dict[str, Session] = {}
-        self.models: dict[str, TrainingModel] = {}
+        super().__init__(store, knobs, lanes)
         self._building: dict[str, tuple[str, int]] = {}  # model id -> (lane, rank), until built
         self._saves_queued: Counter[str] = Counter()  # by lane
-        self.futures = FutureTable()
-        self._tasks: set[asyncio.Task] = set()
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._spawn(self._sweep_forever())
-
-    def close(self) -> None:
-        for model in self.models.values():
-            model.sequencer.close()
-        for task in self._tasks:
-            task.cancel()
-
-    def forget_client(self, client: str) -> None:
-        """Release what `client`, which has left the stack, held in memory: its sessions,
-        training runs (weights and optimizer state; their queued requests are dropped) and
-        futures. Its checkpoints stay on disk: another client may resume from them."""
-        for session_id in [s for s, session in self.sessions.items() if session.owner == client]:
-            del self.sessions[session_id]
-        for model in [m for m in self.models.values() if m.owner == client]:
-            model.sequencer.close()
-            del self.models[model.model_id]
-        self.futures.forget_owner(client)
 
     def has_pending_work(self) -> bool:
         """Whether a request is still queued or running (its future not resolved)."""
         return self.futures.has_pending() or bool(self._building)
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _sweep_forever(self) -> None:
-        """Delete expired checkpoints and forget old results, once a minute."""
-        while True:
-            self.store.delete_expired()
-            self.futures.forget_finished_before(time.monotonic() - FUTURE_RETENTION_SECONDS)
-            await asyncio.sleep(SWEEP_SECONDS)
-
-    # -- sessions --------------------------------------------------------------------------
-
-    def create_session(self, client: str) -> str:
-        session_id = f"local-{secrets.token_hex(8)}"
-        self.sessions[session_id] = Session(client)
-        return session_id
-
-    def heartbeat(self, session_id: str, client: str) -> None:
-        if self._session(session_id, client).finished:
-            raise SessionFinished(f"session {session_id!r:.80} has finished")
-
-    def finish_session(self, session_id: str, client: str) -> None:
-        self._session(session_id, client).finished = True
-
-    def _session(self, session_id: str, client: str) -> Session:
-        """The client's session; UnknownId if it has none by that id."""
-        session = self.sessions.get(session_id)
-        if session is None or session.owner != client:
-            raise UnknownId(f"unknown session {session_id!r:.80}")
-        return session
-
-    @staticmethod
-    def capabilities() -> list[dict]:
-        # Sampling is Sail's job here: Tinker's own sampling endpoints are not served.
-        return [
-            {"model_name": name, "max_context_length": MAX_CONTEXT_TOKENS}
-            | {"trainable": True, "sampleable": False}
-            for name in BASE_MODEL_DIRS
-        ]
-
-    # -- training models -------------------------------------------------------------------
+    # -- training runs ---------------------------------------------------------------------
 
     def create_model(self, req: NewModel, client: str) -> tuple[str, str]:
         """Start building a model in the client's session; its future's request id and the
@@ -241,18 +114,6 @@ class TinkerService:
 
         self._spawn(create())
         return request_id, model_id
-
-    def _runs_of(self, lane: str) -> list[str]:
-        """The model ids of the live runs whose owners take `lane` (also called on the compute
-        thread, hence the copy: a run built meanwhile must not break the loop)."""
-        return [m.model_id for m in list(self.models.values()) if self.lanes.of(m.owner) == lane]
-
-    def model(self, model_id: str | None, client: str) -> TrainingModel:
-        """The client's own model; another client's is as unknown as one never created."""
-        model = None if model_id is None else self.models.get(model_id)
-        if model is None or model.owner != client:
-            raise UnknownId(f"unknown model_id {model_id!r:.80}: create a training client first")
-        return model
 
     def submit(
         self,
@@ -304,18 +165,6 @@ class TinkerService:
             return await future.complete_with(job.job, lane)
         started, model.step_started_at = model.step_started_at, None
         await future.complete_with(job.job, lane, not_before=started + job.train_latency)
-
-    async def result(self, request_id: str, wait_seconds: float, client: str) -> object:
-        """The result of the client's request (what its job returned, a `Result`, or an error
-        dict), waiting up to `wait_seconds` for it (None: not yet)."""
-        future = self.futures.get(request_id)
-        if future is None or future.owner != client:
-            raise UnknownId(f"unknown request_id {request_id!r:.80}")
-        try:
-            await asyncio.wait_for(future.done.wait(), wait_seconds)
-        except TimeoutError:
-            return None
-        return future.payload
 
     # -- what a model's requests do (each returns the job to queue) ------------------------
 
@@ -399,56 +248,6 @@ class TinkerService:
             return {"type": "load_weights", "path": req.ref.tinker_path, "model_id": model.model_id}
 
         return load
-
-    # -- checkpoints (RestClient) ----------------------------------------------------------
-
-    def checkpoint_run(self, ref: CheckpointRef) -> RunInfo:
-        """How the run that saved `ref` was created (CheckpointNotFound if `ref` is gone)."""
-        self.store.find(ref)
-        return self.store.run_info(ref.model_id)
-
-    def set_ttl(self, ref: CheckpointRef, ttl_seconds: int | None, client: str) -> None:
-        self._check_may_change(ref, client)
-        self.store.set_ttl(ref, ttl_seconds)
-
-    def delete(self, ref: CheckpointRef, client: str) -> None:
-        self._check_may_change(ref, client)
-        self.store.delete(ref)
-
-    def _check_may_change(self, ref: CheckpointRef, client: str) -> None:
-        """Only the checkpoint's owner, or a client whose live run resumed from it, may
-        delete it or set its TTL; to anyone else it is not found, in the same words."""
-        self.store.find(ref)
-        if self.store.owner(ref.model_id) == client:
-            return
-        if any(m.owner == client and m.resumed_from == ref for m in self.models.values()):
-            return
-        raise CheckpointNotFound(f"checkpoint {ref.tinker_path} not found")
-
-    def archive_expiry(self, ref: CheckpointRef) -> float:
-        """When an archive URL handed out now stops working (Unix seconds)."""
-        return self.store.expires_at(ref) or time.time() + ARCHIVE_URL_SECONDS
-
-    def archive(self, ref: CheckpointRef) -> Path:
-        return self.store.archive(ref)
-
-    def archive_latency(self, ref: CheckpointRef) -> float:
-        """How long a download of `ref`'s archive waits first: its owner's knob (the
-        stack's default for a run that records no owner)."""
-        try:
-            owner = self.store.owner(ref.model_id)
-        except CheckpointNotFound:  # no run record: an archive put in place by hand
-            owner = None
-        return self.knobs.of(owner or "").archive_latency
-
-    def expire_archive(self, url: str) -> None:
-        """Let the checkpoint behind archive `url` expire now, as its TTL would (the control
-        plane's `checkpoint_expired` fault); nothing if it is already gone."""
-        model_id, kind, name = url.split("/")[-3:]
-        try:
-            self.store.set_ttl(CheckpointRef(model_id, kind, name.removesuffix(".tar")), 0)
-        except (CheckpointNotFound, ValueError):
-            pass
 
 
 def _holder(lane: str) -> str:
