@@ -51,11 +51,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(getattr(pytest.mark, mark))
 
 
+# nbval's runs of notebooks/ that read what an earlier one left in runs/: 05 at its defaults
+# compares the run 04 made before it, and 08 ships that run.
+NOTEBOOKS_IN_ORDER = ("notebooks/04_", "notebooks/05_", "notebooks/08_")
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, absent under `-p no:xdist`
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """`--dist loadfile` (the Makefile's) with nbval's runs of notebooks/ as one unit: one
-    worker runs them in order with one runs/ folder, as a learner would (05 at its defaults
-    compares the run 04 made before it, and 08 ships that run)."""
+    """`--dist loadfile` (the Makefile's) with nbval's runs of `NOTEBOOKS_IN_ORDER` as one
+    unit: one worker runs them in order with one runs/ folder, as a learner would. Every
+    other notebook is a unit of its own, so that the two workers share the nbval runs (all
+    in one unit, they were the run's longest path: 04 at its defaults alone is minutes)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -63,6 +69,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     class NotebooksInOrder(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
-            return "notebooks/" if scope.startswith("notebooks/") else scope
+            return NOTEBOOKS_IN_ORDER[0] if scope.startswith(NOTEBOOKS_IN_ORDER) else scope
 
     return NotebooksInOrder(config, log)

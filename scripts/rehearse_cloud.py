@@ -19,17 +19,21 @@ id and error); the exit code is 1 if any failed.
 `--notebooks 01 07` runs only the notebooks whose names start so (and the sweep, the tamper
 suite and the fault runs only with the notebook each belongs to: 05, 07, 04).
 
-Then notebook 04 runs once under each fault a real account meets (`FAULTS`), injected by the
-stack (COURSE_SAIL_FAULTS, see `local_stack.control.knobs`): a 429, a 5xx and a request
-that times out must be retried within bounds (the run's metrics count the retries), and a
-checkpoint that expired or a refused key must stop the run with one sentence naming the
-cause. One line per fault says which happened. `--no-faults` skips them.
+Meanwhile, in a process of its own, notebook 04 runs once under each fault a real account
+meets (`FAULTS`), injected by a stack of that process's own (COURSE_SAIL_FAULTS, see
+`local_stack.control.knobs`): a 429, a 5xx and a request that times out must be retried
+within bounds (the run's metrics count the retries), and a checkpoint that expired or a
+refused key must stop the run with one sentence naming the cause. One line per fault says
+which happened. `--no-faults` skips them. (They mostly wait, on the injected timeouts and
+a new stack per fault; run after the notebooks, they took about four of the rehearsal's
+nine minutes.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -77,28 +81,46 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out.resolve() / f"rehearse-cloud-{stamp}"
     print(f"rehearsing the cloud path into {out_dir}/", flush=True)
     use_folders(out_dir)
+    given = {"backend": "cloud", "run_name": stamp, "runs": f"{stamp}-sweep-*"}
+    prefixes = tuple(args.notebooks)
+    faults = None
+    if selected("04_training_loop", prefixes) and not args.no_faults:
+        # Forked before this process starts its stack or any kernel: the child sets its own.
+        faults = multiprocessing.get_context("fork").Process(
+            target=_rehearse_faults_apart, args=(out_dir, {**given, **FAULT_RUN})
+        )
+        faults.start()
     # Imported only now: the course reads COURSE_RUNS_DIR once, when `helpers.runlog` loads.
     from scripts.run_notebooks import run_all, run_tiny_sweep
 
-    start_local_stack()  # and point the SDKs' URLs and keys at it
+    failed = 0
     try:
-        given = {"backend": "cloud", "run_name": stamp, "runs": f"{stamp}-sweep-*"}
-        prefixes = tuple(args.notebooks)
-        failed = 0
-        if selected("07_sandboxed_rollouts", prefixes):
-            failed = rehearse_tamper_suite()
-        if selected("05_compare_runs", prefixes):
-            failed = run_tiny_sweep(f"{stamp}-sweep", "cloud", SIZE, SWEEP_JOBS) or failed
-        failed = run_all(out_dir, given, prefixes, SIZE) or failed
+        start_local_stack()  # and point the SDKs' URLs and keys at it
+        try:
+            if selected("07_sandboxed_rollouts", prefixes):
+                failed = rehearse_tamper_suite()
+            if selected("05_compare_runs", prefixes):
+                failed = run_tiny_sweep(f"{stamp}-sweep", "cloud", SIZE, SWEEP_JOBS) or failed
+            failed = run_all(out_dir, given, prefixes, SIZE) or failed
+        finally:
+            stop_local_stack()
     finally:
-        stop_local_stack()
-    if selected("04_training_loop", prefixes) and not args.no_faults:
-        failed = rehearse_faults(out_dir, {**given, **FAULT_RUN}) or failed
+        if faults is not None:
+            faults.join()
+    if faults is not None and faults.exitcode != 0:
+        failed = 1
     return failed
 
 
 def selected(notebook: str, prefixes: tuple[str, ...]) -> bool:
     return any(notebook.startswith(prefix) for prefix in prefixes)
+
+
+def _rehearse_faults_apart(out_dir: Path, given: dict[str, str]) -> None:
+    """`rehearse_faults` in a forked process, with stacks in a folder of their own (the
+    notebooks' stack runs meanwhile, in `out_dir/stack`); its exit code says if any failed."""
+    os.environ["COURSE_LOCAL_STACK_DIR"] = str(out_dir / "fault-stack")
+    sys.exit(rehearse_faults(out_dir, given))
 
 
 def rehearse_faults(out_dir: Path, given: dict[str, str]) -> int:

@@ -190,6 +190,12 @@ def kill_everything_started_with(env: dict) -> None:
     psutil.wait_procs(victims, timeout=10)
 
 
+def probe_cell(probe_code: str, steps: str = "") -> nbformat.NotebookNode:
+    """A code cell that runs `steps` and prints `PROBE <json of probe_code>`."""
+    code = f"import json\n\n{steps}\nprint({PROBE!r} + json.dumps({probe_code}))"
+    return nbformat.v4.new_code_cell(code)
+
+
 def with_probe(
     notebook: str,
     folder: Path,
@@ -203,14 +209,34 @@ def with_probe(
     and prints `PROBE <json>`: after the code cell whose source contains `after`, or last."""
     nb = nbformat.read(NOTEBOOKS / notebook, as_version=4)
     nb.cells = edited_cells(notebook, edits)
-    code = f"import json\n\n{steps}\nprint({PROBE!r} + json.dumps({probe_code}))"
-    probe_cell = nbformat.v4.new_code_cell(code)
+    probe = probe_cell(probe_code, steps)
     if after is None:
-        nb.cells.append(probe_cell)
+        nb.cells.append(probe)
     else:
         [index] = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and after in c.source]
-        nb.cells.insert(index + 1, probe_cell)
+        nb.cells.insert(index + 1, probe)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"edited-{notebook}"
     nbformat.write(nb, path)
     return path
+
+
+def solved_copy(notebook: str, folder: Path) -> Path:
+    """`make solutions`' copy of `notebook` (a stem), every exercise solved, written in `folder`."""
+    from scripts.make_solutions import write_solutions  # imported here: conftest imports us
+
+    [solved] = [p for p in write_solutions(folder) if p.stem == notebook]
+    return solved
+
+
+def assert_every_check_passes(executed: nbformat.NotebookNode, notebook: str) -> None:
+    """A solved run of `notebook` (a stem): no error, every exercise's check printed its pass,
+    and no cell fell back to the course's reference."""
+    from exercises import all_exercises  # imported here: it loads torch, and conftest imports us
+
+    assert not error_outputs(executed)
+    shown = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
+    for exercise in all_exercises().values():
+        if exercise.notebook == notebook:
+            assert f"✓ `{exercise.name}` passes" in shown, shown[-3000:]
+    assert "is not written yet" not in shown

@@ -19,7 +19,7 @@ NOTEBOOK = "06_faster_loops.ipynb"
 
 # Try this, with small batches: each test changes only what its exercise says (and the
 # batch sizes), so its runs take a minute or two each. Notebook 06's simulated waits are its
-# kernel's own (tests/notebooks/test_settings_after_06.py), so its local runs share the
+# kernel's own (tests/notebooks/test_pipelining.py), so its local runs share the
 # session's stack.
 SIZES = ("steps", "group_size", "groups_per_step", "eval_problems", "eval_samples")
 TRY_SMALL = {name: value for name, value in small(NOTEBOOK).items() if name in SIZES}

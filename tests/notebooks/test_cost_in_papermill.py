@@ -1,21 +1,16 @@
 """Cloud costs in whole notebook runs: the budget stops a cloud run mid-way and the run
-resumes, notebook 07 creates the sandboxes its check cell counts, and notebook 02 sends no
-more requests than its estimate counts (the estimates themselves and the check cells are
-tests/course/test_cost.py)."""
+resumes, and notebook 02 sends no more requests than its estimate counts (the estimates
+themselves and the check cells are tests/course/test_cost.py; that notebook 07 creates the
+sandboxes its check cell counts is read from its solved run, in test_notebook_07_platforms.py)."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
 import nbformat
-import pytest
 
-from helpers.cost import describe_sandboxes
-from helpers.notebook_parameters import STEP_CHECK_CASES
 from local_stack.client.control_client import get_stats
-from shell_tasks.tamper import STRATEGIES
 from tests.cloud_support import cloud_kernel_env
 from tests.notebook_support import finish, papermill
 
@@ -102,69 +97,6 @@ def test_cloud_run_passing_its_budget_mid_way_stops_saved_and_resumes(
     assert [r["step"] for r in records] == list(range(steps))
     assert records[: len(stopped)] == stopped  # nothing before the stop ran again
     assert json.loads((run / "state.json").read_text())["eval_after"]["completed_steps"] == steps
-
-
-# A start-up file for notebook 07's kernel: every local sandbox created is logged with its
-# lifetime budget. The notebook's factory, `shell_tasks.sandboxes.local_task_sandbox`, looks
-# up the stack's factory each time it creates a sandbox, so it finds this wrapper.
-SANDBOX_LOG = """
-import functools
-import os
-
-import local_stack.client.sailbox
-import local_stack.client.sailbox.local_sandbox as module
-
-_create = module.local_sandbox_factory
-
-
-@functools.wraps(_create)
-async def local_sandbox_factory(env_dir, timeout_seconds=None, **settings):
-    with open(os.environ["COURSE_TEST_SANDBOX_LOG"], "a") as log:
-        log.write(f"{timeout_seconds}\\n")
-    return await _create(env_dir, timeout_seconds, **settings)
-
-
-module.local_sandbox_factory = local_sandbox_factory
-local_stack.client.sailbox.local_sandbox_factory = local_sandbox_factory
-"""
-
-
-def test_07_counts_the_sandboxes_it_creates_and_their_lifetimes(
-    shared_stack_env: dict, tmp_path: Path
-) -> None:
-    """What the check cell says of sandboxes is what the notebook then creates."""
-    from local_stack.client.sailbox.isolation import isolation_problem
-
-    if (problem := isolation_problem()) is not None:
-        pytest.skip(f"no local sandbox here: {problem}")
-    startup = Path(shared_stack_env["IPYTHONDIR"]) / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    (startup / "00-sandbox-log.py").write_text(SANDBOX_LOG)
-    log = tmp_path / "sandboxes.log"
-    shared_stack_env["COURSE_TEST_SANDBOX_LOG"] = str(log)
-    out = tmp_path / "out.ipynb"
-    sizes = {"steps": 2, "groups_per_step": 2, "eval_tasks": 2, "eval_samples": 1}
-    parameters = {"group_size": 3, "simulated_boot_seconds": 0.1, **sizes}
-    code, printed = finish(
-        papermill("07_sandboxed_rollouts.ipynb", out, parameters, shared_stack_env)
-    )
-    assert code == 0, printed[-3000:]
-    created = Counter(round(float(lifetime)) for lifetime in log.read_text().split())
-    # By hand and containment; four groups and the step check's cases; one per training and
-    # held-out rollout. Grading: one more per graded rollout (the first group by the chosen
-    # step, then training and held-out), per graded containment row, and per tamper strategy,
-    # besides that strategy's own two. The check's own grading is the estimate's margin: the
-    # stub as shipped raises before it grades anything.
-    strategies, cases = len(STRATEGIES), STEP_CHECK_CASES
-    estimated = {
-        80: 3 + 2 * cases,
-        90: 2 + strategies,
-        120: 1 + 12 + 2 * 2 * 3 + 2 * 2 * 1,
-        300: 2 * strategies,
-        600: 4 * 3 + cases + 2 * 2 * 3 + 2 * 2 * 1,
-    }
-    assert created == {**estimated, 80: 3}
-    assert describe_sandboxes(estimated, "local") in "".join(_text(c) for c in _cells(out))
 
 
 def test_02_in_the_cloud_samples_what_its_estimate_counts(local_stack, tmp_path: Path) -> None:

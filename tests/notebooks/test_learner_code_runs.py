@@ -1,7 +1,11 @@
 """A learner's own passing code is the code the step ran: notebook 03 with correct but
 different `group_advantages` and `rollout_datum` in the stub cells (each also prints a marker
 line when called) passes both checks, and the cells that build the step's advantages
-and datums print one marker per group and per completion, so the step trained on theirs."""
+and datums print one marker per group and per completion, so the step trained on theirs.
+
+The run is also notebook 03's solved run: `make solutions`' copy (its other exercises solved
+as the notebook's solutions are, which tests/course/test_exercise_checks.py passes through
+their checks), at small sizes, so every check must pass."""
 
 from __future__ import annotations
 
@@ -10,7 +14,13 @@ from pathlib import Path
 
 import nbformat
 
-from tests.notebook_support import NOTEBOOKS, error_outputs, finish, papermill, small
+from tests.notebook_support import (
+    assert_every_check_passes,
+    finish,
+    papermill,
+    small,
+    solved_copy,
+)
 
 NOTEBOOK = "03_one_grpo_step"
 
@@ -51,7 +61,7 @@ def outputs(cell: nbformat.NotebookNode) -> str:
 def test_the_learners_passing_advantages_and_datums_are_what_the_step_trained_on(
     shared_stack_env: dict, tmp_path: Path
 ) -> None:
-    book = nbformat.read(NOTEBOOKS / f"{NOTEBOOK}.ipynb", as_version=4)
+    book = nbformat.read(solved_copy(NOTEBOOK, tmp_path / "solutions"), as_version=4)
     stubs = {cell.get("id"): cell for cell in book.cells}
     assert INJECTED.keys() <= stubs.keys(), f"{NOTEBOOK} lost a stub cell"
     for cell_id, source in INJECTED.items():
@@ -62,7 +72,7 @@ def test_the_learners_passing_advantages_and_datums_are_what_the_step_trained_on
     code, log = finish(papermill(str(edited), out, small(NOTEBOOK), shared_stack_env))
     assert code == 0, log[-3000:]
     executed = nbformat.read(out, as_version=4)
-    assert not error_outputs(executed)
+    assert_every_check_passes(executed, NOTEBOOK)
     by_id = {cell.get("id"): cell for cell in executed.cells}
     assert "✓ `group_advantages` passes" in outputs(by_id["check-advantages"])
     assert "✓ `rollout_datum` passes" in outputs(by_id["check-datum"])

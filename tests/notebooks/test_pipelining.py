@@ -2,55 +2,130 @@
 tests/stack/test_train_latency_knob.py).
 
 The notebook runs under papermill on the local backend, and on the cloud code path against a
-local stack server, as `test_cloud_path` does for notebook 04's loop. Each of its "Try this"
-exercises runs as written, with small batches, and must show what the notebook says it shows;
-the numbers come from the tables the notebook writes to its run folder. No test here asserts
+local stack server, as `test_cloud_path` does for notebook 04's loop. No test here asserts
 a wall-clock duration: the notebook reports its timing against the predictions, and
 `make bench` measures it.
+
+Its one local run here is its solved run (`make solutions`' copy, small sizes, on the
+session's stack), and three tests read it: every exercise's check passes; the schedules'
+staleness, timing lines and tables it writes to its run folder; and whose the simulated
+latencies were while it ran (its kernel's only) and after (nobody's). The per-client
+settings themselves: tests/stack/test_kernel_settings.py.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pandas as pd
+import pytest
 
+from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
+from local_stack import config, registry
 from local_stack.client.control_client import get_knobs, get_stats
+from local_stack.client.supervisor import LocalStack
 from tests.cloud_support import cloud_kernel_env
+from tests.knobs_support import config_of, stack_default
 from tests.notebook_support import (
     all_text_under,
+    assert_every_check_passes,
     assert_no_key_leaks,
     finish,
+    kernel_env,
     papermill,
     printed_text,
     run_table,
     small,
+    solved_copy,
 )
+from tests.wait_support import wait_until
 
 NOTEBOOK = "06_faster_loops.ipynb"
+HANG_SECONDS = 120.0  # a bound against a hang only, never a claim about speed
 
 
 # Small enough to run in a little over a minute.
 SMALL = small(NOTEBOOK, run_name="papermill-small")
 STALENESS_CHECKED = "checked: every batch was exactly as stale as its schedule says"
+# The two simulated latencies of the small run, which differ, so that the settings test can
+# see the kernel use each.
+SIMULATED = {
+    NOTEBOOK_PARAMETERS[NOTEBOOK.removesuffix(".ipynb")]["balanced_latency_s"].value,
+    SMALL["flex_latency_s"],
+}
 
 
-def test_notebook_runs_with_small_parameters(shared_stack_env: dict, tmp_path: Path) -> None:
-    """Notebook 06's run in `make test` (see conftest.py): local backend, its own checks.
+@dataclass
+class SolvedRun:
+    """The solved notebook's small run: where it wrote, what it printed, and what the stack
+    said of the clients' settings while it ran and once its kernel had shut down."""
 
-    Its timing is reported, not asserted (a loaded machine misses any bound): the test reads
-    that each run was as stale as its schedule, that the timing lines were rendered, and
-    what the run folder holds."""
-    out = tmp_path / NOTEBOOK
-    code, log = finish(papermill(NOTEBOOK, out, SMALL, shared_stack_env))
+    out: Path
+    runs: Path
+    log: str
+    kernel_latencies: set[float]  # the latencies the stack applied to the run's kernel
+    knobs_meanwhile: list[dict]  # this process's own settings, read while it ran
+    another_kernel_after: dict  # a client that set nothing, once the kernel was gone
+    knobs_after: dict
+
+
+def kernel_clients(storage_dir: Path) -> set[str]:
+    """The clients registered with the stack other than this test process."""
+    return registry.live_client_names(storage_dir) - {config.process_client()}
+
+
+@pytest.fixture(scope="module")
+def solved_run(
+    local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SolvedRun]:
+    """Run the solved notebook 06 on the session's stack, watching the stack's settings."""
+    folder = tmp_path_factory.mktemp("solved-06")
+    env = kernel_env(folder, COURSE_LOCAL_STACK_DIR=str(local_stack.storage_dir))
+    out = folder / NOTEBOOK
+    solved = solved_copy(NOTEBOOK.removesuffix(".ipynb"), folder / "solutions")
+    run = papermill(str(solved), out, SMALL, env)
+    kernel_latencies: set[float] = set()
+    knobs_meanwhile = []
+    try:
+        while run.poll() is None:
+            for client in kernel_clients(local_stack.storage_dir):
+                kernel_latencies.add(config_of(local_stack.url, client)["latency"])
+            knobs_meanwhile.append(get_knobs(local_stack.url))
+            time.sleep(0.2)
+    finally:
+        code, log = finish(run, timeout=HANG_SECONDS)
     assert code == 0, log[-3000:]
-    printed = printed_text(nbformat.read(out, as_version=4))
+    # papermill can return while its kernel is still exiting: wait for the kernel to be gone.
+    wait_until(lambda: not kernel_clients(local_stack.storage_dir), "06's kernel to shut down")
+    yield SolvedRun(
+        out=out,
+        runs=folder / "runs",
+        log=log,
+        kernel_latencies=kernel_latencies,
+        knobs_meanwhile=knobs_meanwhile,
+        another_kernel_after=config_of(local_stack.url, "anotherkernel"),
+        knobs_after=get_knobs(local_stack.url),
+    )
+
+
+def test_the_solved_notebook_runs_and_every_check_passes(solved_run: SolvedRun) -> None:
+    assert_every_check_passes(nbformat.read(solved_run.out, as_version=4), "06_faster_loops")
+
+
+def test_notebook_runs_with_small_parameters(solved_run: SolvedRun) -> None:
+    """Local backend, its own checks. Its timing is reported, not asserted (a loaded machine
+    misses any bound): the test reads that each run was as stale as its schedule, that the
+    timing lines were rendered, and what the run folder holds."""
+    printed = printed_text(nbformat.read(solved_run.out, as_version=4))
     assert STALENESS_CHECKED in printed
     for schedule in ("synchronous", "1 step stale", "2 steps stale"):
         assert f"- **{schedule}**: " in printed  # the rendered measured-against-predicted lines
     assert "Flex with k=2: " in printed
-    runs = tmp_path / "runs" / "papermill-small"
+    runs = solved_run.runs / "papermill-small"
     assert (runs / "timeline.png").stat().st_size > 0
     steps = pd.read_csv(runs / "steps.csv")
     expected = {"synchronous": 0, "1 step stale": 1, "2 steps stale": 2, "2 steps stale, flex": 2}
@@ -68,7 +143,18 @@ def test_notebook_runs_with_small_parameters(shared_stack_env: dict, tmp_path: P
     assert set(verdicts["metric"]) == {"reward", "format", "correct_given_format"}
     inside = verdicts["minus synchronous"].abs() <= verdicts["interval ±"]
     assert list(verdicts["verdict"]) == ["consistent" if i else "different" for i in inside]
-    assert_no_key_leaks(out.read_text(), log, all_text_under(tmp_path / "runs"))
+    assert_no_key_leaks(solved_run.out.read_text(), solved_run.log, all_text_under(solved_run.runs))
+
+
+def test_after_notebook_06_another_kernel_gets_the_stacks_defaults(solved_run: SolvedRun) -> None:
+    """Notebook 06 shares this session's stack. While it ran, its kernel (and only it) had
+    the simulated latency; once the kernel had shut down, nobody had it."""
+    assert len(SIMULATED) == 2
+    assert SIMULATED <= solved_run.kernel_latencies  # it did simulate, in both windows
+    assert solved_run.knobs_meanwhile
+    assert all(knobs == stack_default() for knobs in solved_run.knobs_meanwhile)  # untouched
+    assert solved_run.another_kernel_after == stack_default()
+    assert solved_run.knobs_after == stack_default()
 
 
 def assert_staleness_drifts_the_weights(steps: pd.DataFrame, k: int) -> None:

@@ -1,5 +1,6 @@
-"""Notebook 08 under papermill: locally it trains a short run when there is none and ships it;
-on the cloud path (against the local stack) it ships a run notebook 04 would have left.
+"""Notebook 08 under papermill: locally (its solved run) it trains a short run when there is
+none and ships it; on the cloud path (against the local stack) it ships a run notebook 04
+would have left.
 (The upload flow and the notebook's parameter checks are tests/course/test_ship_adapter.py.)
 """
 
@@ -22,11 +23,13 @@ from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME
 from tests.cloud_support import cloud_kernel_env
 from tests.notebook_support import (
     all_text_under,
+    assert_every_check_passes,
     assert_no_key_leaks,
     error_outputs,
     finish,
     papermill,
     small,
+    solved_copy,
 )
 
 NOTEBOOK = "08_ship_the_adapter.ipynb"
@@ -45,9 +48,13 @@ SMALL = small(NOTEBOOK, run_name="ship-test", lora_name="ship-test")
 def test_notebook_trains_a_short_run_when_none_exists(
     shared_stack_env: dict, tmp_path: Path
 ) -> None:
+    """The solved notebook (`make solutions`' copy): its run is also notebook 08's solved run,
+    so every exercise's check must pass too."""
     out = tmp_path / NOTEBOOK
-    code, log = finish(papermill(NOTEBOOK, out, SMALL, shared_stack_env))
+    solved = solved_copy(NOTEBOOK.removesuffix(".ipynb"), tmp_path / "solutions")
+    code, log = finish(papermill(str(solved), out, SMALL, shared_stack_env))
     assert code == 0, log[-3000:]
+    assert_every_check_passes(nbformat.read(out, as_version=4), NOTEBOOK.removesuffix(".ipynb"))
     text, errors = outputs_text(out)
     assert not errors
     assert "no usable run 'ship-test': training 2 steps here" in text

@@ -1,8 +1,8 @@
 """`make sweep` and the comparison notebook (issue 15).
 
 A bad grid value stops the sweep before any run, in one sentence. A tiny real sweep leaves
-one folder per run (metrics, state, executed notebook), survives a run that fails, and,
-killed mid-way, re-runs only the unfinished run. The comparison table is checked against
+one folder per run (metrics, state, executed notebook), killed mid-way re-runs only the
+unfinished run, and survives a run that fails. The comparison table is checked against
 fixture runs written here, with the arithmetic done independently, and the comparison
 notebook runs on them.
 """
@@ -100,9 +100,10 @@ def test_the_default_grid_is_valid_and_the_cloud_budget_is_printed(run_env: dict
 # -- a real sweep, on the local stack -----------------------------------------------------------
 
 
-def grid_file(tmp_path: Path, steps: int) -> Path:
+def grid_file(tmp_path: Path, steps: int, seeds: int) -> Path:
     path = tmp_path / "tiny.toml"
-    path.write_text(f'name = "tiny"\n[parameters]\nseed = [0, 1]\nsteps = {steps}\n')
+    seed_list = ", ".join(str(seed) for seed in range(seeds))
+    path.write_text(f'name = "tiny"\n[parameters]\nseed = [{seed_list}]\nsteps = {steps}\n')
     return path
 
 
@@ -115,29 +116,20 @@ def assert_finished_run(folder: Path, steps: int) -> None:
     assert not error_outputs(executed)
 
 
-def test_a_tiny_sweep_leaves_a_folder_per_run_and_survives_a_failed_run(
+def test_a_killed_sweep_reruns_only_the_unfinished_run_and_survives_a_failed_run(
     run_env: dict, tmp_path: Path
 ) -> None:
-    runs = tmp_path / "runs"
-    broken = runs / "tiny-seed1"
+    """A tiny sweep of three runs leaves a folder per run (metrics, state, executed
+    notebook). Killed while its second run trains, it re-runs only that one; its third run
+    cannot start (a broken state.json an earlier try of the sweep left), which fails that run
+    alone, in one line, and the sweep still ends with the others done. (One sweep shows both,
+    where a second tiny sweep showed the failed run.)"""
+    runs, steps = tmp_path / "runs", 4
+    broken = runs / "tiny-seed2"
     broken.mkdir(parents=True)
     (broken / "state.json").write_text("{not json")  # this run's notebook cannot resume it
     (broken / OWNER_FILE).write_text(json.dumps({"sweep": "tiny"}))  # an earlier try of this sweep
-    code, output = finish(sweep(["--grid", str(grid_file(tmp_path, 2)), *TINY], run_env))
-    assert code == 1, output
-    assert "tiny-seed1: FAILED" in output and "JSONDecodeError" in output
-    assert "done: 1 finished, 1 failed (tiny-seed1)" in output
-    assert "steps (" in output  # overall progress
-    assert_finished_run(runs / "tiny-seed0", 2)
-    assert sorted(p.name for p in runs.iterdir() if p.name != "local-stack") == [
-        "tiny-seed0",
-        "tiny-seed1",
-    ]
-
-
-def test_a_killed_sweep_reruns_only_the_unfinished_run(run_env: dict, tmp_path: Path) -> None:
-    runs, steps = tmp_path / "runs", 4
-    args = ["--grid", str(grid_file(tmp_path, steps)), *TINY]
+    args = ["--grid", str(grid_file(tmp_path, steps, seeds=3)), *TINY]
     first = sweep(args, run_env, start_new_session=True)
     second = runs / "tiny-seed1" / "state.json"
 
@@ -154,12 +146,20 @@ def test_a_killed_sweep_reruns_only_the_unfinished_run(run_env: dict, tmp_path: 
     untouched = {p: p.stat().st_mtime_ns for p in (runs / "tiny-seed0").iterdir()}
 
     code, output = finish(sweep(args, run_env))
-    assert code == 0, output
+    assert code == 1, output
     assert "tiny-seed0: finished earlier, not run again" in output
     assert "tiny-seed0: started" not in output
     assert f"tiny-seed1: started, resuming after step {done - 1}" in output
+    assert "tiny-seed2: FAILED" in output and "JSONDecodeError" in output
+    assert "done: 2 finished, 1 failed (tiny-seed2)" in output
+    assert "steps (" in output  # overall progress
     assert_finished_run(runs / "tiny-seed1", steps)
     assert {p: p.stat().st_mtime_ns for p in (runs / "tiny-seed0").iterdir()} == untouched
+    assert sorted(p.name for p in runs.iterdir() if p.name != "local-stack") == [
+        "tiny-seed0",
+        "tiny-seed1",
+        "tiny-seed2",
+    ]
 
 
 # -- the comparison, on fixture runs ------------------------------------------------------------
