@@ -3,7 +3,11 @@
 A tiny random Llama keeps these fast; the LoRA B matrices start random (not zero) so every
 adapter tensor gets a nonzero gradient. The loss and gradient checks run in float64, so the
 rtol 1e-5 comparison tests the formulas, alignment and batching rather than float32 rounding
-(in float32 the two computations agree to ~1e-6 of each gradient's norm).
+(in float32 the two computations agree to ~1e-6 of each gradient's norm). Not all of it:
+Llama's RMSNorm and attention softmax compute in float32 even in a float64 model, so a
+gradient element near zero can differ by float32 rounding of its tensor's scale (seen:
+1e-9 against a largest element of 0.02, on one CPU and not another). `assert_grads_close`
+allows that, and no more.
 """
 
 from __future__ import annotations
@@ -25,6 +29,16 @@ from local_stack.engine.trainer import (
 from tests.trainer_support import REAL_IDS, tiny_trainer
 
 RTOL = 1e-5
+# float32 rounding (about 6e-8), with room: the tolerance of an element near zero, as a
+# fraction of its tensor's largest element.
+FLOAT32_SCALE = 1e-6
+
+
+def assert_grads_close(got: torch.Tensor, want: torch.Tensor, name: str) -> None:
+    atol = FLOAT32_SCALE * want.abs().max().item()
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=atol, msg=name)
+
+
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
 
 
@@ -82,7 +96,7 @@ def test_loss_logprobs_and_gradients_match_hand_computation(loss_fn):
     for got, want in zip(result.logprobs, expected_logprobs, strict=True):
         np.testing.assert_allclose(got, want, rtol=RTOL)
     for (name, p), want in zip(params.items(), expected_grads, strict=True):
-        torch.testing.assert_close(p.grad, want, rtol=RTOL, atol=1e-12, msg=name)
+        assert_grads_close(p.grad, want, name)
     assert all(p.grad.abs().sum() > 0 for p in params.values())
 
 
@@ -128,7 +142,7 @@ def test_micro_batches_add_up_to_one_big_batch(loss_fn, monkeypatch):
     for got, want in zip(split.logprobs, whole.logprobs, strict=True):
         np.testing.assert_allclose(got, want, rtol=RTOL)
     for name, p in trainer.params.items():
-        torch.testing.assert_close(split_grads[name], p.grad, rtol=RTOL, atol=1e-12, msg=name)
+        assert_grads_close(split_grads[name], p.grad, name)
 
 
 @pytest.mark.parametrize("loss_fn", ["cross_entropy", "importance_sampling"])
