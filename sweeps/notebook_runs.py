@@ -10,16 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import papermill
-from traitlets.config import Config
-
 from local_stack.client.supervisor import ensure_local_stack, running_local_stack, stop_local_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 # ipykernel warns at every start that its TCP sockets are not encrypted, and names the fix:
 # CurveZMQ keys provisioned by the kernel manager. With "auto", nbclient's kernel manager
 # provisions them whenever the kernelspec supports it (ipykernel's does).
-KERNEL_CONFIG = Config({"KernelManager": {"transport_encryption": "auto"}})
+KERNEL_CONFIG = {"KernelManager": {"transport_encryption": "auto"}}
 
 
 @contextmanager
@@ -38,6 +35,11 @@ def local_stack_for(backend: str) -> Iterator[None]:
 
 def execute(notebook: Path, out: Path, parameters: dict) -> None:
     """Run `notebook` on the python3 kernel, in notebooks/, into `out`; raise if a cell fails."""
+    # Imported here: papermill (with nbformat's schema checks) costs seconds of CPU, which
+    # `python -m sweeps.runner --help` and a grid's parameter check need not pay.
+    import papermill
+    from traitlets.config import Config
+
     papermill.execute_notebook(
         str(notebook),
         str(out),
@@ -45,5 +47,5 @@ def execute(notebook: Path, out: Path, parameters: dict) -> None:
         cwd=str(ROOT / "notebooks"),
         kernel_name="python3",
         progress_bar=False,
-        config=KERNEL_CONFIG,
+        config=Config(KERNEL_CONFIG),
     )
