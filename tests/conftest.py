@@ -19,7 +19,6 @@ from local_stack.client.supervisor import (
     start_local_stack,
     stop_local_stack,
 )
-from local_stack.engine.model import load_base_model
 from tests.notebook_support import kernel_env
 from tests.sweep_support import write_fixture_runs
 
@@ -42,7 +41,11 @@ def renderer():
 @pytest.fixture(scope="session")
 def base():
     """The tiny base model and its vocabulary (one thread, as the local stack runs it)."""
+    # Imported here, not at the top: torch, transformers and peft cost about 5 s of CPU, which
+    # pytest-xdist's controller (it loads this file but runs no test) need not pay.
     import torch
+
+    from local_stack.engine.model import load_base_model
 
     torch.set_num_threads(1)
     return load_base_model()
