@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from local_stack.config import SAIL_API_KEY, TINKER_API_KEY
 
@@ -19,6 +20,7 @@ def main() -> None:
     commands.add_parser("stop", help="stop the stack, whichever kernel started it")
     args = parser.parse_args()
     if args.command == "serve":
+        refuse_if_served()
         from local_stack.app import serve as run_server
 
         os.umask(0o077)  # whatever the stack writes (checkpoints, logs) is the user's alone
@@ -29,6 +31,18 @@ def main() -> None:
         stop_for_a_human()
     else:
         start_for_a_human()
+
+
+def refuse_if_served() -> None:
+    """Exit with one sentence if a server already serves the storage dir, before importing
+    the server (torch, transformers, peft: seconds of CPU). The server's own lock still
+    decides a race between two starting now."""
+    from local_stack import registry
+    from local_stack.config import storage_dir
+
+    running = registry.serving_record(storage_dir())
+    if running is not None:
+        sys.exit(registry.refusal(storage_dir(), running))
 
 
 def start_for_a_human() -> None:

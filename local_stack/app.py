@@ -93,8 +93,7 @@ def serve(port: int) -> None:
     )
     if serving is None:
         running = registry.serving_record(config.storage_dir())
-        who = f"pid {running.pid} at {running.url}" if running else "one starting now"
-        sys.exit(f"another local stack ({who}) already serves {config.storage_dir()}")
+        sys.exit(registry.refusal(config.storage_dir(), running))
     app = make_app(url)
     idle.install(app, config.storage_dir(), busy=app[WORK_PENDING])
     # The model, tokenizer and libraries are loaded for good: keep the garbage collector from

@@ -96,6 +96,13 @@ def serving_record(storage_dir: Path) -> StackRecord | None:
         return None
 
 
+def refusal(storage_dir: Path, running: StackRecord | None) -> str:
+    """The one sentence a second server for `storage_dir` exits with; `running` is the
+    `serving_record` (None while the server that holds the lock is writing it)."""
+    who = f"pid {running.pid} at {running.url}" if running else "one starting now"
+    return f"another local stack ({who}) already serves {storage_dir}"
+
+
 @contextmanager
 def locked(storage_dir: Path, timeout: float) -> Iterator[bool]:
     """Hold the storage dir's lock; yields False if it stayed busy for `timeout` seconds.
