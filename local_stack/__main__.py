@@ -20,10 +20,10 @@ def main() -> None:
     commands.add_parser("stop", help="stop the stack, whichever kernel started it")
     args = parser.parse_args()
     if args.command == "serve":
+        os.umask(0o077)  # whatever the stack writes (checkpoints, logs) is the user's alone
         refuse_if_served()
         from local_stack.app import serve as run_server
 
-        os.umask(0o077)  # whatever the stack writes (checkpoints, logs) is the user's alone
         run_server(args.port)
     elif args.command == "status":
         print_status()
