@@ -59,7 +59,7 @@ CLOUD_ROLLOUTS = {
     # three runs and a flex run of 8 x 4 rollouts a step; four models evaluated
     "06_faster_loops.ipynb": (
         (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32
-        + 4 * FASTER["eval_problems"] * FASTER["eval_samples"],
+        + 4 * FASTER["train_problems"] * FASTER["eval_samples"],
         (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32,
     ),
     # the first sandboxed group of 8, steps of 8 x 8, the held-out evaluation before and after
