@@ -247,11 +247,9 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         # training set's 1,074 problems (and the held-out ones) do not show in 12 steps.
         "train_problems": _with(
             Parameter(
-                None,
+                16,
                 training_pool(TRAIN_PROBLEMS),
                 "the fixed problems every run trains on, and is scored on afterwards",
-                16,
-                16,
             ),
             small=4,
             rehearsal=2,

@@ -266,9 +266,9 @@ def training_pool(counts: dict[str, int]) -> Rule:
     def rule(name: str, value: object, checking: Checking) -> None:
         count = counts[checking.backend]
         why = f"the {checking.backend} backend has {count} training problems"
-        Whole(1, count, why, none_ok=True)(name, value)
+        Whole(1, count, why)(name, value)
         step = checking.value("groups_per_step")
-        if value is not None and value < step:  # type: ignore[operator]
+        if value < step:  # type: ignore[operator]
             _refuse(name, "at least groups_per_step", value, f"each step draws {step} of them")
 
     local, cloud = (counts[backend] for backend in BACKENDS)

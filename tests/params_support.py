@@ -119,7 +119,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "flex_latency_s": 2.5,
             "flex_steps": None,
             "train_latency_s": 1.0,
-            "train_problems": None,
+            "train_problems": 16,
             "eval_samples": 1,  # so that all 1,074 problems stay within the rollouts in flight
             "run_name": "faster-loops",
             "budget_sampled_tokens": 1_000_000,
@@ -128,7 +128,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "steps": ([None, 3, 10_000], [2, 10_001, *NOT_WHOLE]),
             "flex_steps": ([None, 3, 10_000], [2, 10_001, *NOT_WHOLE]),
             # at least groups_per_step (4 here): a step draws that many of them
-            "train_problems": ([None, 4, 1074], [3, 1075, *NOT_WHOLE]),
+            "train_problems": ([4, 1074], [3, 1075, None, *NOT_WHOLE]),
             "eval_samples": ([None, 1, 64], [0, 65, *NOT_WHOLE]),
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },

@@ -40,7 +40,7 @@ from tests.check_cells_support import run_check_cells
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "04_training_loop.ipynb"
 CLOUD = backend_defaults("cloud")
-FASTER = backend_defaults("cloud", "06_faster_loops")
+FASTER = {"train_problems": 16, **backend_defaults("cloud", "06_faster_loops")}
 SHIP = backend_defaults("cloud", "08_ship_the_adapter")
 SANDBOXED = {"group_size": 8, **backend_defaults("cloud", "07_sandboxed_rollouts")}
 # What each spending notebook samples and trains on at most with backend="cloud" and its
