@@ -40,7 +40,7 @@ def test_try_this_shorter_training_predicts_from_its_own_s_and_t(
     """Try this, "set train_latency_s = 0.5": the run goes through, and each schedule's
     prediction is the formula applied to the synchronous run's S and T. Whether 3 steps stale
     is then fastest is timing, which a loaded machine can upset: `python -m bench.pipelining
-    --train-latency 0.5` prints it."""
+    --sample-latency 1 --train-latency 0.5` prints it."""
     runs = _run_try_this({"train_latency_s": 0.5}, shared_stack_env, tmp_path)
     table = run_table(runs, "schedules")
     S, T = table.loc["synchronous", "own S (s)"], table.loc["synchronous", "own T (s)"]
