@@ -259,6 +259,22 @@ def fewer_than_steps(name: str, value: object, checking: Checking) -> None:
     Whole(2, checking.value("steps") - 1, why="at most steps - 1")(name, value)
 
 
+def training_pool(counts: dict[str, int]) -> Rule:
+    """Notebook 06's fixed problems: at most every training problem the backend loads, and
+    at least one step's worth (`groups_per_step`), since each step draws that many."""
+
+    def rule(name: str, value: object, checking: Checking) -> None:
+        count = counts[checking.backend]
+        why = f"the {checking.backend} backend has {count} training problems"
+        Whole(1, count, why)(name, value)
+        step = checking.value("groups_per_step")
+        if value < step:  # type: ignore[operator]
+            _refuse(name, "at least groups_per_step", value, f"each step draws {step} of them")
+
+    local, cloud = (counts[backend] for backend in BACKENDS)
+    return described(f"1 to {local} ({cloud} in the cloud), at least groups_per_step")(rule)
+
+
 STEPS = Whole(1, 10_000, none_ok=True)
 # The first step fills notebook 06's pipeline; two more show its pace.
 PIPELINE_STEPS = Whole(3, 10_000, none_ok=True)
@@ -271,6 +287,7 @@ BATCHES = (
     ("groups", "group_size"),
     ("group_size", "groups_per_step"),
     ("eval_problems", "eval_samples"),
+    ("train_problems", "eval_samples"),
 )
 
 

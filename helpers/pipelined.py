@@ -25,7 +25,6 @@ from helpers.runlog import new_run_id
 from helpers.scoring import MathGroupBuilder
 from helpers.training import (
     LoopSettings,
-    bootstrap_interval,
     delete_checkpoint,
     mean_reward,
     rollout_groups,
@@ -146,14 +145,6 @@ async def train_on_batch(
         record |= {"datums": len(data), **off_policy_metrics(data, learner_logprobs)}
     timeline.record("train", batch.step, started)
     return record
-
-
-def difference_standard_errors(first: list[dict], second: list[dict]) -> dict[str, float]:
-    """Each score's standard error for `second - first`, two models scored on the same
-    held-out problems (`evaluate`'s counts per problem). It comes from notebook 04's
-    problem-clustered bootstrap: the width of its 95% interval over 2 x 1.96."""
-    intervals = bootstrap_interval(first, second)
-    return {score: (high - low) / (2 * 1.96) for score, (low, high) in intervals.items()}
 
 
 async def synchronous(steps: int, sample: Sample, train: Train) -> list[dict]:

@@ -81,7 +81,6 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "predicted_seconds_per_step",
         "train_on_batch",
         "off_policy_metrics",
-        "difference_standard_errors",
         "run_loop",
     ),
     # Ownership: another client's session, model, future, checkpoint, file or LoRA.

@@ -124,13 +124,13 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "06_faster_loops": {
-        "Set `train_latency_s = 1.5`": (
+        "Set `train_latency_s = 0.5`": (
             f"{_PIPELINING_TRY}::test_try_this_shorter_training_predicts_from_its_own_s_and_t",
         ),
         "Set `max_staleness = 6`": (
             f"{_PIPELINING_TRY}::test_try_this_six_steps_stale_drifts_further_than_one",
         ),
-        "Set `flex_latency_s = 8`": (
+        "Set `flex_latency_s = 5`": (
             f"{_PIPELINING_TRY}::test_try_this_slow_flex_window_says_which_side_waits",
         ),
         'Run with `backend = "cloud"`': (

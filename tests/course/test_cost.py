@@ -40,7 +40,7 @@ from tests.check_cells_support import run_check_cells
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "04_training_loop.ipynb"
 CLOUD = backend_defaults("cloud")
-FASTER = backend_defaults("cloud", "06_faster_loops")
+FASTER = {"train_problems": 16, **backend_defaults("cloud", "06_faster_loops")}
 SHIP = backend_defaults("cloud", "08_ship_the_adapter")
 SANDBOXED = {"group_size": 8, **backend_defaults("cloud", "07_sandboxed_rollouts")}
 # What each spending notebook samples and trains on at most with backend="cloud" and its
@@ -59,7 +59,7 @@ CLOUD_ROLLOUTS = {
     # three runs and a flex run of 8 x 4 rollouts a step; four models evaluated
     "06_faster_loops.ipynb": (
         (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32
-        + 4 * FASTER["eval_problems"] * FASTER["eval_samples"],
+        + 4 * FASTER["train_problems"] * FASTER["eval_samples"],
         (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32,
     ),
     # the first sandboxed group of 8, steps of 8 x 8, the held-out evaluation before and after

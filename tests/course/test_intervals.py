@@ -1,4 +1,4 @@
-"""The held-out intervals (helpers/training.py, helpers/stats.py, helpers/pipelined.py):
+"""The held-out intervals (helpers/training.py, helpers/stats.py):
 problem-clustered bootstrap intervals of each score and of a gain, pass@k's curve and its
 interval, and the reward's standard error from its rates."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.pipelined import difference_standard_errors
 from helpers.stats import pass_at_k_curve
 from helpers.training import SCORES, bootstrap_interval, compare
 
@@ -77,13 +76,6 @@ def test_compare_gives_each_score_before_after_gain_and_intervals():
         assert row["before_interval"] == bootstrap_interval(BEFORE)[score]
         assert row["after_interval"] == bootstrap_interval(AFTER)[score]
         assert row["gain_interval"] == bootstrap_interval(BEFORE, AFTER)[score]
-
-
-def test_difference_standard_errors_are_the_gain_intervals_width_over_2x1_96():
-    errors = difference_standard_errors(BEFORE, AFTER)
-    for score, (low, high) in bootstrap_interval(BEFORE, AFTER).items():
-        assert errors[score] == pytest.approx((high - low) / 3.92)
-    assert errors["correct"] > 0
 
 
 def test_pass_at_k_curve_interval_is_a_problem_bootstrap_of_the_mean():

@@ -140,9 +140,20 @@ def test_notebook_runs_with_small_parameters(solved_run: SolvedRun) -> None:
     assert list(run_table(runs, "schedules").index) == schedules
     assert list(run_table(runs, "windows").index) == ["balanced", "flex"]
     verdicts = run_table(runs, "verdicts")
-    assert set(verdicts["metric"]) == {"reward", "format", "correct_given_format"}
-    inside = verdicts["minus synchronous"].abs() <= verdicts["interval ±"]
-    assert list(verdicts["verdict"]) == ["consistent" if i else "different" for i in inside]
+    assert list(verdicts.index) == [
+        "synchronous minus base model",
+        "1 step stale minus synchronous",
+        "2 steps stale minus synchronous",
+    ]
+    sides = [
+        "above 0" if low > 0 else "below 0" if high < 0 else "includes 0"
+        for low, high in zip(verdicts["low"], verdicts["high"], strict=True)
+    ]
+    assert list(verdicts["interval"]) == sides
+    scores = run_table(runs, "scores")
+    assert list(scores.index) == ["base model", *schedules]
+    rise = scores.loc["synchronous", "reward"] - scores.loc["base model", "reward"]
+    assert verdicts.loc["synchronous minus base model", "reward"] == pytest.approx(rise)
     assert_no_key_leaks(solved_run.out.read_text(), solved_run.log, all_text_under(solved_run.runs))
 
 
