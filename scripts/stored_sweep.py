@@ -26,7 +26,6 @@ from sweeps.runs import read_run
 from sweeps.stored import stored_run, stored_runs
 
 GRID = ROOT / "sweeps" / "stored.toml"
-MEASUREMENT = "stored_sweep"
 
 
 def main(argv: list[str]) -> int:
@@ -44,7 +43,7 @@ def main(argv: list[str]) -> int:
         "minutes": round((time.monotonic() - clock) / 60, 1),
         "runs": [stored_run(run) for run in runs],
     }
-    path = write_measurement(MEASUREMENT, started, values)
+    path = write_measurement("stored_sweep", started, values)
     stored = stored_runs({**started, **values})
     table = comparison_table(stored)
     columns = [c for name in held_out_sets(stored) for c in (f"{name} gain", f"{name} ±")]
