@@ -32,6 +32,7 @@ from tests.sweep_support import write_sweep_runs
 
 NOTEBOOK = "05_compare_runs"
 CELLS = ("cell-01", "cell-03", "cell-05", "cell-07", "cell-09", "cell-10")
+STORED_STEPS = 20  # longer than `make sweep`'s 12
 PROVENANCE = {
     "script": "scripts/stored_sweep.py",
     "command": "python scripts/stored_sweep.py",
@@ -46,7 +47,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     from six other runs written by hand (`stored-*`), as scripts/stored_sweep.py stores them."""
     root = tmp_path_factory.mktemp("stored")
     write_sweep_runs(root / "runs", [])
-    write_sweep_runs(root / "long", ["--name", "stored"])
+    write_sweep_runs(root / "long", ["--name", "stored", "-p", "steps", str(STORED_STEPS)])
     runs = [stored_run(run) for run in find_runs("stored-*", root / "long")]
     return root, {**PROVENANCE, "grid": "sweeps/stored.toml", "runs": runs}
 
@@ -121,13 +122,15 @@ def test_the_main_comparison_is_rendered_from_the_stored_file(
     namespace, shown, printed = run_05(root, measurement, monkeypatch)
     assert "made by `python scripts/stored_sweep.py` on 1999-01-02 (commit 0123456789)" in printed
     labels = list(namespace["compared"])
-    assert labels[0].startswith("stored sweep, 12 steps a run")
+    assert labels[0].startswith(f"stored sweep, {STORED_STEPS} steps a run")
     assert labels[1].startswith("your sweep") and labels[1].endswith("a noise demonstration")
     table = gain_cells(shown, "stored sweep")
     gains = {
         run: list(table.loc[run, [c for c in table if c.endswith(": gain")]]) for run in table.index
     }
     assert gains == expected_gains(measurement)
+    first = namespace["tables"][labels[0]][f"{namespace['sets'][0]} gain"]
+    assert list(table.index) == list(first.sort_values(ascending=False, kind="stable").index)
     # One row of panels per sweep in the gain figure, the stored sweep's first.
     figure = namespace["figure"]
     assert len(figure.axes) == 2 * len(namespace["sets"])
@@ -154,7 +157,7 @@ def test_without_runs_of_its_own_it_says_what_to_run_and_shows_the_stored_sweep(
     root, measurement = folders
     namespace, shown, printed = run_05(root, measurement, monkeypatch, runs="nothing-here-*")
     assert "run `make sweep` first" in printed
-    assert list(namespace["compared"]) == ["stored sweep, 12 steps a run"]
+    assert list(namespace["compared"]) == [f"stored sweep, {STORED_STEPS} steps a run"]
     assert len(gain_cells(shown, "stored sweep")) == len(measurement["runs"])
 
 
