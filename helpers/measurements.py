@@ -11,8 +11,12 @@ from typing import Any
 MEASUREMENTS_DIR = Path(__file__).resolve().parent.parent / "measurements"
 
 
-def load_measurement(name: str) -> dict[str, Any]:
-    return json.loads((MEASUREMENTS_DIR / f"{name}.json").read_text())
+def load_measurement(name: str, missing_ok: bool = False) -> dict[str, Any] | None:
+    """measurements/<name>.json; None if it is not there and `missing_ok`."""
+    path = MEASUREMENTS_DIR / f"{name}.json"
+    if missing_ok and not path.exists():
+        return None
+    return json.loads(path.read_text())
 
 
 def provenance(measurement: dict[str, Any]) -> str:

@@ -4,9 +4,10 @@ The cell after a notebook's parameters cell is `cfg = helpers.settings(notebook,
 every value checked (one sentence for a bad one), each None replaced by the backend's default,
 what the run may spend printed, and a frozen `Settings` returned. Scripts, sweeps and tests
 call `resolve(notebook, backend, profile)` and name a size profile (`small`, `rehearsal`,
-`tiny-sweep`, `sweep`) instead of copying numbers. `make docs` writes the parameters cells and
-the docs' parameter tables from `NOTEBOOK_PARAMETERS`; a notebook's learner-facing parameters
-come first, cloud-only and budget knobs last. The rules are `helpers.params`, a leaf.
+`tiny-sweep`, `sweep`, `long-sweep`) instead of copying numbers. `make docs` writes the
+parameters cells and the docs' parameter tables from `NOTEBOOK_PARAMETERS`; a notebook's
+learner-facing parameters come first, cloud-only and budget knobs last. The rules are
+`helpers.params`, a leaf.
 """
 
 from __future__ import annotations
@@ -184,13 +185,17 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "run_name": RUN_NAME,  # every exercise sets a new one
         # Far fewer steps, rollouts and held-out problems than the defaults in each profile:
         # `sweep` fits sweeps/default.toml's six runs in a few minutes on a busy two-core
-        # machine (docs/runs.md), `tiny-sweep` the four of `make run`'s.
+        # machine (docs/runs.md), `tiny-sweep` the four of `make run`'s. `long-sweep` keeps
+        # the defaults' rollouts and held-out problems and cuts the steps to 40: long enough
+        # for the learning rates of sweeps/stored.toml to differ, whose six runs notebook 05
+        # reads from measurements/stored_sweep.json.
         "steps": _with(
             Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),
             small=3,
             rehearsal=3,
             tiny_sweep=4,
             sweep=12,
+            long_sweep=40,
         ),
         "group_size": _with(GROUP_SIZE, small=2, rehearsal=2),
         "groups_per_step": _with(GROUPS_PER_STEP, small=4, rehearsal=2, tiny_sweep=4, sweep=4),

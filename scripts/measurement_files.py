@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,14 @@ def measurement_start() -> dict[str, Any]:
 def write_measurement(name: str, started: dict[str, Any], values: dict[str, Any]) -> Path:
     """Store `values` as measurements/<name>.json, after `started` (`measurement_start()`)."""
     path = MEASUREMENTS_DIR / f"{name}.json"
-    path.write_text(json.dumps({**started, **values}, indent=1) + "\n")
+    text = json.dumps({**started, **values}, indent=1)
+    # A list of numbers on one line: a run's counts per problem would take a line each.
+    path.write_text(re.sub(r"\[[-+.\deE,\s]*\]", _one_line, text) + "\n")
     return path
+
+
+def _one_line(numbers: re.Match) -> str:
+    return "[" + " ".join(numbers.group()[1:-1].split()) + "]"
 
 
 def _git(root: Path, *args: str) -> str:

@@ -185,3 +185,62 @@ def seeds_needed(spread: float, difference: float, power: float = POWER) -> int:
         if reach * math.sqrt(2 / n) <= difference:
             return n
     raise ValueError(f"more than 100000 seeds: a difference of {difference} is lost in the noise")
+
+
+def shown_table(table: pd.DataFrame, settings: list[str], sets: list[str]) -> pd.DataFrame:
+    """`comparison_table` as notebook 05 shows it: the settings that differ, the steps, and
+    per held-out set "before -> after" and "gain ± half-width" (? for a score not measured)."""
+    shown = table[[*settings, "steps"]].copy()
+    for name in sets:
+        shown[f"{name}: before -> after"] = [
+            f"{b:.3f} -> " + ("?" if math.isnan(a) else f"{a:.3f}")
+            for b, a in zip(table[f"{name} before"], table[f"{name} after"], strict=True)
+        ]
+        shown[f"{name}: gain"] = [
+            "" if math.isnan(g) else f"{g:+.3f}" + ("" if math.isnan(h) else f" ± {h:.3f}")
+            for g, h in zip(table[f"{name} gain"], table[f"{name} ±"], strict=True)
+        ]
+    shown["note"] = table["note"]
+    return shown
+
+
+def beyond_zero(table: pd.DataFrame, sets: list[str], metric: str) -> str:
+    """One sentence: per held-out set, how many runs' gains have a 95% interval that excludes
+    0, and on which side."""
+    parts = []
+    for name in sets:
+        gain, half = table[f"{name} gain"], table[f"{name} ±"]
+        measured = int((gain.notna() & half.notna()).sum())
+        above, below = int((gain - half > 0).sum()), int((gain + half < 0).sum())
+        sides = ", ".join(
+            f"{count} {side}" for count, side in ((above, "above"), (below, "below")) if count
+        )
+        parts.append(f"{name}: {above + below} of {measured}" + (f" ({sides})" if sides else ""))
+    return f"runs whose {metric} gain has a 95% interval excluding 0, " + "; ".join(parts)
+
+
+def standard_error_of_one_run(table: pd.DataFrame, runs: list[Run], name: str) -> float:
+    """One run's standard error of its gain on held-out set `name`, from its problems alone:
+    the runs' median 95% half-width over its t quantile (0 if no run stored its problems)."""
+    half_width = table[f"{name} ±"].median()
+    run = next((run for run in runs if run.name in table.index), None)
+    if math.isnan(half_width) or run is None:
+        return 0.0
+    return half_width / interval_quantile(len(run.before()[name]["problems"]) - 1)
+
+
+def status_table(sweeps: dict[str, list[Run]]) -> pd.DataFrame:
+    """One row per run of each sweep: its steps done and asked, and whether its
+    after-training scores are stored (or why not)."""
+    rows = [
+        {
+            "sweep": label,
+            "run": run.name,
+            "steps done": run.completed_steps,
+            "steps asked": run.settings.get("steps"),
+            "after-training scores": run.missing_after() or "stored",
+        }
+        for label, runs in sweeps.items()
+        for run in runs
+    ]
+    return pd.DataFrame(rows).set_index("run")

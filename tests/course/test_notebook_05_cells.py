@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+import helpers.measurements
 import sweeps.runs
 from exercises.compare_runs import SEEDS_PER_SETTING
 from helpers.training import bootstrap_interval
@@ -52,9 +53,12 @@ def notebook_05(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     (three learning rates, two seeds, three held-out sets of 50 problems), written by hand."""
     runs_dir = tmp_path_factory.mktemp("sweep") / "runs"
     write_sweep_runs(runs_dir, [])
-    namespace: dict = {}
+    namespace: dict = {"display": lambda *shown: None}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sweeps.runs, "find_runs", partial(sweeps.runs.find_runs, runs_dir=runs_dir))
+        # No stored sweep: these runs are the only ones compared (test_notebook_05_stored.py
+        # has the stored sweep beside them).
+        patch.setattr(helpers.measurements, "MEASUREMENTS_DIR", runs_dir / "no-measurements")
         for cell_id in ("cell-01", "cell-03", "cell-05", "cell-07", "cell-09"):
             exec(cell(NOTEBOOK, cell_id), namespace)
     plt.close("all")
@@ -66,11 +70,12 @@ def printed_by_the_comparison(
     notebook_05: dict, half_width: float, capsys: pytest.CaptureFixture
 ) -> list[str]:
     """What 05's comparison cell prints when every run's interval is ±`half_width`."""
-    table = notebook_05["table"].copy()
-    table[f"{notebook_05['sets'][0]} ±"] = half_width
+    ((label, table),) = notebook_05["tables"].items()
+    table = table.assign(**{f"{notebook_05['sets'][0]} ±": half_width})
     capsys.readouterr()
     # The exercise's check, whose top-level await exec cannot run, would give the reference.
-    namespace = {**notebook_05, "table": table, "seeds_per_setting": SEEDS_PER_SETTING.reference}
+    tables = {label: table}
+    namespace = {**notebook_05, "tables": tables, "seeds_per_setting": SEEDS_PER_SETTING.reference}
     exec(cell(NOTEBOOK, "cell-12"), namespace)
     return capsys.readouterr().out.splitlines()
 

@@ -29,6 +29,7 @@ from tests.sweep_support import (
 NOTEBOOK = "05_compare_runs.ipynb"
 SEEDS3_SWEEP = ["-p", "seed", "0", "1", "2", "--name", "seeds3"]  # the first bullet's SWEEP
 SPREAD_CELL = "spread, freedom = seed_spread("
+YOUR_SWEEP = "your sweep, "  # how 05 labels the runs `runs` picks
 CURVES_PROBE = """{
     "lines": [[line.get_label(), [float(y) for y in line.get_ydata()]] for line in ax.lines],
     "raw": {run.name: [r[curve_metric] for r in run.records] for run in selected},
@@ -49,7 +50,9 @@ def run_05(folder: Path, out: str, parameters: dict) -> tuple[str, dict]:
     what the probe after its curves cell saw."""
     notebook = with_probe(NOTEBOOK, folder / out, CURVES_PROBE, after="curve_metric = ")
     executed = succeeded(run(notebook, folder / out / "out.ipynb", parameters, kernel_env(folder)))
-    return printed(executed, SPREAD_CELL), probe(executed)
+    # The comparison cell prints the stored sweep's lines first, then those of these runs.
+    text = printed(executed, SPREAD_CELL)
+    return text[text.index(YOUR_SWEEP) :], probe(executed)
 
 
 def value(counts: tuple[int, ...], metric: str) -> float:

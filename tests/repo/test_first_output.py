@@ -23,7 +23,7 @@ FIRST_RESULT = {
     ),
     "03_one_grpo_step": ("trajectory_groups = await sample_with_spread(", "one step's rollouts"),
     "04_training_loop": ('if "eval_before" not in state:', "the base model's held-out scores"),
-    "05_compare_runs": ("selected = find_runs(cfg.runs)", "the runs found, with their steps"),
+    "05_compare_runs": ("stored = stored_runs(measurement)", "the runs found, with their steps"),
     "06_faster_loops": ("runs[name] = await train_run(", "three schedules' times per step"),
     "07_sandboxed_rollouts": ("task = load_harbor_task(TASK_DIR)", "the task a sandbox runs"),
     "08_ship_the_adapter": ("rank = course.adapter_config", "the run's adapter being shipped"),
