@@ -140,7 +140,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "lora_name": None,
             "lora_prefix": "course",
             "parity_problems": 4,
-            "eval_problems": None,
+            "eval_problems": 50,  # its 393 by default times eval_samples = 64 is over 4,096
             "eval_samples": None,
             "max_tokens": None,
             "seed": 0,
