@@ -32,7 +32,7 @@ PROBE_STEPS = """checked = {
     "adapter": adapter_eval["reward"],
     "gain": comparison["reward"]["gain"],
     "interval": list(comparison["reward"]["gain_interval"]),
-    "rendered": _.data,  # the Markdown the cell before rendered
+    "rendered": Out[max(Out)].data,  # the Markdown the cell before rendered
 }"""
 
 pytestmark = pytest.mark.timeout(2 * RUN_TIMEOUT_S)
