@@ -118,6 +118,9 @@ EVAL_SAMPLES = Parameter(
 EXAMPLE_INDEX = Parameter(
     0, problems(TRAIN_PROBLEMS, "training", index=True), "which training problem to use"
 )
+# Notebook 08 compares base and adapter on notebook 04's known facts (the local data's 393),
+# or, in the cloud, which has none, on the held-out rows.
+COMPARED_PROBLEMS = {"local": 393, "cloud": HELD_OUT_PROBLEMS["cloud"]}
 RUN_NAME = Parameter(
     "arithmetic", run_name, "runs/<run_name>/ holds the run's metrics, figures and resume state"
 )
@@ -368,17 +371,20 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             small=2,
             rehearsal=2,
         ),
-        "table_problems": _with(
-            Parameter(
-                8,
-                Whole(1, HELD_OUT_PROBLEMS["cloud"]),
-                "held-out problems in the before/after table",
-            ),
-            small=3,
+        "eval_problems": _with(
+            EVAL_PROBLEMS,
+            rule=problems(COMPARED_PROBLEMS, "compared", none_ok=True),
+            doc="problems on which base and adapter are compared (locally notebook 04's known "
+            "facts, in the cloud its held-out rows)",
+            local=COMPARED_PROBLEMS["local"],
+            small=10,
             rehearsal=2,
         ),
+        "eval_samples": _with(
+            EVAL_SAMPLES, doc="sampled answers per problem, from each", small=1, rehearsal=1
+        ),
         "max_tokens": _with(MAX_TOKENS, rehearsal=24),
-        "seed": _with(SEED, doc="picks the held-out problems"),
+        "seed": _with(SEED, doc="picks the problems"),
         "lora_name": Parameter(
             None,
             Matches(
@@ -610,7 +616,7 @@ def _spend_08(cfg: Any) -> None:
         {
             f"in a {cfg.short_run_steps}-step run if {cfg.run_name!r} cannot be shipped": short_run,
             "for the parity checks (by URL, then by name)": 2 * cfg.parity_problems,
-            "for the before/after table (base, then adapter)": 2 * cfg.table_problems,
+            "for the comparison (base, then adapter)": 2 * cfg.eval_problems * cfg.eval_samples,
         },
         trained_rollouts=short_run,
         # A checkpoint per step of that run, and the shipped one; the adapter and the base

@@ -141,7 +141,8 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "lora_name": None,
             "lora_prefix": "course",
             "parity_problems": 4,
-            "table_problems": 8,
+            "eval_problems": 50,  # its 393 by default times eval_samples = 64 is over 4,096
+            "eval_samples": None,
             "max_tokens": None,
             "seed": 0,
             "keep_on_sail": False,
@@ -149,6 +150,8 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
         },
         {
             "short_run_steps": ([None, 1, 10_000], [0, 10_001, *NOT_WHOLE]),
+            "eval_problems": ([None, 1, 393], [0, 394, *NOT_WHOLE]),
+            "eval_samples": ([None, 1, 64], [0, 65, *NOT_WHOLE]),
             "lora_name": ([None, "ab", "a" * 64, "a-1"], ["a", "a" * 65, "Course_Adapter", "-ab"]),
             "lora_prefix": (["c", "a" * 20, "my-team"], ["", "a" * 21, "Course", "-x", None]),
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),

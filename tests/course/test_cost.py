@@ -69,9 +69,10 @@ CLOUD_ROLLOUTS = {
         + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"],
         SANDBOXED["steps"] * 64,
     ),
-    # a short run of 8 x 8 rollouts a step; 4 parity problems and 8 table rows, twice each
+    # a short run of 8 x 8 rollouts a step; 4 parity problems, twice; the comparison's
+    # problems and samples, base and adapter
     "08_ship_the_adapter.ipynb": (
-        SHIP["short_run_steps"] * 64 + 2 * 4 + 2 * 8,
+        SHIP["short_run_steps"] * 64 + 2 * 4 + 2 * SHIP["eval_problems"] * SHIP["eval_samples"],
         SHIP["short_run_steps"] * 64,
     ),
 }

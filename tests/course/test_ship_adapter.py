@@ -21,7 +21,6 @@ from helpers.notebook_parameters import resolve
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME, load_base_model
 from local_stack.sail.adapter_archive import MAX_ARCHIVE_BYTES
 from local_stack.sail.loras import MAX_CLIENT_LORAS
-from tests.notebook_source import cells
 from tests.params_support import NOTEBOOKS as PARAMETER_TABLE
 from tests.sail_support import (
     ADAPTER_FILES,
@@ -334,8 +333,8 @@ def test_file_storage_is_bounded_and_refuses_instead_of_evicting(local_stack):
 
 
 # ---------------------------------------------------------------------------------------
-# Notebook 08: its parameter checks and its run-state reader (its whole runs under papermill
-# are tests/notebooks/test_ship_adapter_runs.py).
+# Notebook 08: its parameter checks (its whole runs under papermill are
+# tests/notebooks/test_ship_adapter_runs.py).
 
 
 @pytest.mark.parametrize(
@@ -345,7 +344,8 @@ def test_file_storage_is_bounded_and_refuses_instead_of_evicting(local_stack):
         ("lora_name", "x", "lora_name must be 2-64 characters"),
         ("short_run_steps", 0, "short_run_steps must be a whole number from 1 to 10000"),
         ("parity_problems", 65, "parity_problems must be a whole number from 1 to 64"),
-        ("table_problems", 201, "table_problems must be a whole number from 1 to 200"),
+        ("eval_problems", 394, "eval_problems must be a whole number from 1 to 393"),
+        ("eval_samples", 65, "eval_samples must be a whole number from 1 to 64"),
         ("max_tokens", 257, "max_tokens must be a whole number from 1 to 256"),
         ("seed", -1, "seed must be a whole number from 0 to 4294967295"),
         ("keep_on_sail", "yes", "keep_on_sail must be one of True, False"),
@@ -358,29 +358,3 @@ def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
     with pytest.raises(CourseConfigError) as raised:
         resolve("08_ship_the_adapter", **{**valid, name: value})
     assert str(raised.value).startswith(words) and str(raised.value).endswith(".")
-
-
-def notebook_function(name: str, namespace: dict) -> dict:
-    """Run the notebook cell that defines `name`, in `namespace`."""
-    [source] = [c.source for c in cells(NOTEBOOK) if f"def {name}(" in c.source]
-    exec(source, namespace)  # noqa: S102 (the notebook's own code)
-    return namespace
-
-
-def test_run_state_reader_tolerates_other_layouts(tmp_path: Path) -> None:
-    run_checkpoint = notebook_function("run_checkpoint", {"json": json, "RUNS_DIR": tmp_path})[
-        "run_checkpoint"
-    ]
-    path = "tinker://model-1/weights/run-state-9"
-    layouts = {
-        "current": ({"completed_steps": 10, "checkpoint": path, "eval_before": {}}, path),
-        "nested": ({"progress": {"steps": 10, "resume": [{"state_path": path}]}}, path),
-        "sampler only": ({"checkpoint": "tinker://model-1/sampler_weights/s"}, None),
-        "none yet": ({"completed_steps": 0, "checkpoint": None}, None),
-    }
-    assert run_checkpoint("absent") is None
-    for run_name, (state, expected) in layouts.items():
-        (tmp_path / run_name).mkdir()
-        (tmp_path / run_name / "state.json").write_text(json.dumps(state))
-        found = run_checkpoint(run_name)
-        assert (found and found["checkpoint"]) == expected, run_name

@@ -120,7 +120,7 @@ def test_keep_on_sail_lists_the_lora_and_its_files_until_deleted(kept) -> None:
     the clean-up cell says "kept on Sail"; the deletes the bullet lists leave nothing."""
     statements, executed, seen = kept
     lora_name, config_id, weights_id = seen["kept"]
-    assert "no usable run 'arithmetic'" in printed(executed, "found = run_checkpoint(cfg.run_name)")
+    assert "no usable run 'arithmetic'" in printed(executed, "state_path = RUNS_DIR")
     kept_line = printed(executed, "if cfg.keep_on_sail:")
     assert f"kept on Sail: LoRA {lora_name!r}, files {config_id} and {weights_id}" in kept_line
     listed = {statements[int(i)]: value for i, value in seen["seen"].items()}
@@ -143,9 +143,10 @@ def test_a_rank_64_config_fails_validation_with_sails_reason(kept) -> None:
 
 
 def test_a_150_step_run_is_shipped_and_compared(folder: Path) -> None:
-    """The guide's answer: the table's count can move either way (8 greedy answers are a
-    glimpse), so what holds is that the longer run's adapter, after its 150 steps, is the one
-    shipped and compared, on the table's 8 rows. Notebook 04 asserts its own claims inside."""
+    """The guide's answer: the longer run's adapter, after its 150 steps, is the one shipped
+    and compared, and its gain over the base model is stated with its paired interval (whether
+    that interval clears 0 is a random outcome: tests/long/test_notebook_08_claims.py checks
+    it at the defaults). Notebook 04 asserts its own claims inside."""
     env = kernel_env(folder)
     # 150 steps at the default sizes, then the held-out evaluations: beyond `run`'s timeout.
     code, log = finish(
@@ -156,10 +157,16 @@ def test_a_150_step_run_is_shipped_and_compared(folder: Path) -> None:
     assert state["completed_steps"] == 150
     executed = succeeded(run(NOTEBOOK, folder / "08-longer.ipynb", {"run_name": "longer"}, env))
     assert not error_outputs(executed)
-    shipped = printed(executed, "found = run_checkpoint(cfg.run_name)")
+    shipped = printed(executed, "state_path = RUNS_DIR")
     assert f"shipping the adapter of run 'longer' after 150 steps ({state['checkpoint']})" in (
         shipped
     )
     assert "training" not in shipped  # nothing trained here: the run's adapter is used
-    table = printed(executed, "better = (results[")
-    assert "mean reward on 8 held-out problems" in table
+    [sentence] = [
+        o["data"]["text/markdown"]
+        for c in executed.cells
+        if c.get("id") == "before-after-rendered"
+        for o in c.outputs
+        if "text/markdown" in o.get("data", {})
+    ]
+    assert "(150 steps of training)" in sentence and "95% interval [" in sentence

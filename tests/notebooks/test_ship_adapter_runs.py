@@ -85,11 +85,12 @@ def test_notebook_runs_unchanged_on_the_cloud_path_with_an_existing_run(
     assert code == 0, log[-3000:]
     text, errors = outputs_text(out)
     assert not errors
-    # The estimate's parity and table parts are what Sail sampled: a run was shipped, so
+    # The estimate's parity and comparison parts are what Sail sampled: a run was shipped, so
     # the short run it also counts (2 steps of 64) was not needed.
-    parity, table = 2 * SMALL["parity_problems"], 2 * SMALL["table_problems"]
-    assert get_stats(local_stack.url)["requests"] - requests_before == parity + table
-    assert f"estimate: {2 * 64 + parity + table:,} rollouts" in text
+    parity = 2 * SMALL["parity_problems"]
+    compared = 2 * SMALL["eval_problems"] * SMALL["eval_samples"]
+    assert get_stats(local_stack.url)["requests"] - requests_before == parity + compared
+    assert f"estimate: {2 * 64 + parity + compared:,} rollouts" in text
     assert f"shipping the adapter of run 'seeded' after 2 steps ({checkpoint})" in text
     assert "closer to the adapter's than to the base model's" in text
     assert "cloud backend: the base model's weights are not on this machine" in text
