@@ -20,7 +20,6 @@ CORE_CODE_LIMIT = 250
 CODE_OVER_THE_SLOT = {
     "04_training_loop",
     "06_faster_loops",
-    "07_sandboxed_rollouts",
     "08_ship_the_adapter",
 }
 
