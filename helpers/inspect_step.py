@@ -16,11 +16,8 @@ from helpers.training import rollout_groups, split_degenerate_groups
 async def sample_with_spread(
     policy: Any, course: Any, rng: random.Random, groups: int, group_size: int, draws: int = 3
 ) -> list[TrajectoryGroup]:
-    """Roll out `groups` random training problems, `group_size` samples each.
-
-    If every group is degenerate (all its rewards equal: nothing to learn), draw new
-    problems, at most `draws` times in all.
-    """
+    """Roll out `groups` random training problems, `group_size` samples each; if every group
+    is degenerate (all rewards equal: nothing to learn), draw again, `draws` times at most."""
     for _ in range(draws):
         rows = rng.sample(course.train_rows, groups)
         builders = [MathGroupBuilder(row, course.renderer, group_size) for row in rows]
@@ -38,10 +35,8 @@ def without_mask(datum: tinker.Datum) -> tinker.Datum:
 
 
 async def learner_logprobs(training_client: Any, data_D: list[tinker.Datum]) -> list[torch.Tensor]:
-    """Each datum's per-target logprobs under the weights Tinker holds now.
-
-    `forward` computes no gradient, so it leaves the next optimizer step untouched.
-    """
+    """Each datum's per-target logprobs under the weights Tinker holds now (`forward`
+    computes no gradient, so it leaves the next optimizer step untouched)."""
     sent_D = [without_mask(d) for d in data_D]
     future = await training_client.forward_async(sent_D, loss_fn="importance_sampling")
     result = await future.result_async()

@@ -15,11 +15,8 @@ QUESTION_SUFFIX = " Write your final answer in \\boxed{} format."
 
 
 def extract_boxed(text: str) -> str | None:
-    """Return the contents of the last `\\boxed{...}` in `text`, or None.
-
-    Braces are matched by counting, so `\\boxed{\\frac{1}{2}}` keeps its inner braces.
-    The last box wins: a model that restates its answer usually means the final one.
-    """
+    """The contents of the last `\\boxed{...}` in `text` (a restated answer usually means
+    the final one), or None. Counting braces keeps `\\boxed{\\frac{1}{2}}` whole."""
     found = None
     for match in re.finditer(r"\\boxed\s*\{", text):
         depth, start = 1, match.end()
@@ -121,12 +118,8 @@ def graded_text(renderer: Any, action: list[int]) -> str | None:
 
 
 class MathEnv(Env):
-    """One question, one sampled answer, one reward.
-
-    Reward: 1 for a correct boxed answer, minus 0.1 when the format is wrong (no answer to
-    grade, see `graded_text`, or no box in it). So the three possible rewards are 1, 0
-    and -0.1.
-    """
+    """One question, one sampled answer, one reward: 1 for a correct boxed answer, minus 0.1
+    when the format is wrong (no answer to grade, see `graded_text`, or no box in it)."""
 
     def __init__(self, question: str, answer: str, renderer: Any) -> None:
         self.question = question
@@ -154,23 +147,6 @@ class MathEnv(Env):
         )
 
 
-class GuideMathEnv(MathEnv):
-    """MathEnv with the guide's `step`, kept to compare against: it grades
-    `renderers.get_text_content(message)`, which is the whole completion, thinking included,
-    when `</think>` never came or sampling was cut off."""
-
-    async def step(self, action: list[int], *, extra: Any = None) -> StepResult:
-        try:
-            message, termination = self.renderer.parse_response(action)
-        except RendererError:
-            text, clean = "", False
-        else:
-            text, clean = renderers.get_text_content(message), termination.is_clean
-        correct_format = float(extract_boxed(text) is not None and clean)
-        correct_answer = float(answer_matches(text, self.answer))
-        return self.scored(correct_answer, correct_format)
-
-
 @dataclass(frozen=True)
 class MathGroupBuilder(EnvGroupBuilder):
     """Fans one problem out into `group_size` environments: GRPO compares their rewards."""
@@ -192,3 +168,20 @@ class MathGroupBuilder(EnvGroupBuilder):
 
     def logging_tags(self) -> list[str]:
         return ["math"]
+
+
+class GuideMathEnv(MathEnv):
+    """MathEnv with the guide's `step`, kept to compare against: it grades
+    `renderers.get_text_content(message)`, which is the whole completion, thinking included,
+    when `</think>` never came or sampling was cut off."""
+
+    async def step(self, action: list[int], *, extra: Any = None) -> StepResult:
+        try:
+            message, termination = self.renderer.parse_response(action)
+        except RendererError:
+            text, clean = "", False
+        else:
+            text, clean = renderers.get_text_content(message), termination.is_clean
+        correct_format = float(extract_boxed(text) is not None and clean)
+        correct_answer = float(answer_matches(text, self.answer))
+        return self.scored(correct_answer, correct_format)

@@ -17,17 +17,15 @@ import tinker
 
 from helpers.errors import CourseRunError
 
-# How long one rollout may wait for Sail, by completion window. `balanced` answers promptly,
-# so ten minutes means something went wrong. `flex` has no target response time: Sail runs it
-# when compute is cheapest, overnight for instance, so a flex rollout may wait for hours.
+# How long one rollout may wait for Sail, by completion window: `balanced` answers promptly;
+# `flex` has no target response time (Sail runs it when compute is cheapest, even overnight).
 ROLLOUT_TIMEOUT_S = {"balanced": 600, "flex": 12 * 3600}
-# A rollout's checkpoint and URL must outlive it: whenever a rollout starts, both have at
-# least its window's budget left, plus this margin for its requests (else they are renewed).
+# Whenever a rollout starts, its checkpoint and URL have at least its window's budget left,
+# plus this margin for its requests (else they are renewed).
 LIFETIME_MARGIN_S = 600
-# Sail's POST /v1/responses makes one attempt, so a 429 or a 5xx raises (sail/inference.py).
-# A rollout tries up to SAIL_ATTEMPTS times, after a 429, a 5xx or a request that timed out,
-# waiting a random time up to 1 s, 2 s, 4 s... (at most 30 s), so retries do not arrive
-# together. The SDK sends no Idempotency-Key, so a create that timed out may yet have run.
+# Sail's SDK makes one attempt per request (sail/inference.py), so a rollout tries up to
+# SAIL_ATTEMPTS times after a 429, a 5xx or a timeout, waiting a random time up to 1 s, 2 s,
+# 4 s... (at most 30 s). No Idempotency-Key is sent: a create that timed out may have run.
 SAIL_ATTEMPTS = 4
 BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
@@ -44,8 +42,7 @@ class CheckpointGoneError(CourseRunError):
 
 def retry_cause(error: Exception) -> str | None:
     """Why a failed Sail request is worth another try ("429", "5xx" or "timeout"), or None.
-    The SDK reports a request that timed out (or never connected) as a 503 whose error
-    type is "transport_error"."""
+    The SDK reports a timeout (or no connection) as a 503 of type "transport_error"."""
     body = getattr(error, "response", None) or {}
     if isinstance(error, sail.TimeoutError | sail.TransportError) or (
         isinstance(body.get("error"), dict) and body["error"].get("type") == "transport_error"
@@ -62,27 +59,19 @@ def backoff_seconds(attempt: int) -> float:
 
 
 def checkpoint_lifetime(completion_window: str, ttl_seconds: int = 0) -> int:
-    """The TTL for a checkpoint sampled in `completion_window`: `ttl_seconds`, or longer if
-    a rollout needs it (a flex rollout may wait 12 hours). Twice a rollout's need, so that a
-    completer renews it only once half of it is gone."""
+    """`ttl_seconds`, or twice what a rollout in `completion_window` needs if that is longer
+    (a completer then renews the TTL only once half of it is gone)."""
     return max(ttl_seconds, 2 * (ROLLOUT_TIMEOUT_S[completion_window] + LIFETIME_MARGIN_S))
 
 
 class SnapshotCompleter(sail.SailTokenCompleter):
-    """A Sail completer that remembers the Tinker checkpoint it samples from.
-
-    Each request carries the checkpoint's signed URL, and Sail fetches the adapter from it.
-    When and how often the cloud downloads it, and whether it caches it, is not documented;
-    the local Sail downloads it for every request (or burst of concurrent requests) and
-    reuses its copy only if the bytes are unchanged. Once the rollouts that use the
-    checkpoint are done, the caller can delete it (`checkpoint_path`) instead of waiting for
-    its TTL.
-
-    Before each request it renews the checkpoint's TTL and URL if a rollout started now could
-    outlive them (`clock` is the time it goes by), and it retries 429s, 5xxs and timeouts
-    (`retries` counts them by cause). A refused key, or a checkpoint Tinker no longer has,
-    stops it with one sentence.
-    """
+    """A Sail completer that remembers its Tinker checkpoint (`checkpoint_path`), so the
+    caller can delete it once its rollouts are done. Sail fetches the adapter from the signed
+    URL each request carries (how the cloud caches it is undocumented; the local Sail
+    downloads it for every burst of requests). Before each request it renews the TTL and URL
+    if a rollout started now could outlive them (by `clock`), and it retries 429s, 5xxs and
+    timeouts (`retries` counts them by cause). A refused key, or a checkpoint Tinker no
+    longer has, stops it with one sentence."""
 
     def __init__(
         self,
@@ -113,8 +102,7 @@ class SnapshotCompleter(sail.SailTokenCompleter):
 
     async def renew(self, seen: int) -> None:
         """Set the checkpoint's TTL again and sign a new URL, unless another request renewed
-        them since this one saw `seen` renewals. If Tinker no longer has the checkpoint, say
-        so in one sentence."""
+        them since this one saw `seen` renewals; one sentence if Tinker no longer has it."""
         async with self._renewing:
             if self.gone is not None:
                 raise self.gone

@@ -1,6 +1,8 @@
-"""Each notebook's core path: the words of its markdown cells not tagged `optional`, and the
-minutes they take to read at `WORDS_PER_MINUTE`. The instructor guide's "Core-path reading
-time" table is this script's output; tests/repo/test_lesson_shape.py checks that they agree.
+"""Each notebook's core path: the words of its markdown cells not tagged `optional`, the
+minutes they take to read at `WORDS_PER_MINUTE`, and the non-blank lines of its code cells not
+tagged `optional` (hidden cells count: a learner runs them). The instructor guide's
+"Core-path reading time" table is this script's output; tests/repo/test_lesson_shape.py
+checks that they agree and that each core path fits a slot.
 
     python scripts/reading_times.py
 """
@@ -28,6 +30,16 @@ def core_words(notebook: Path) -> int:
         for cell in cells
         if cell.cell_type == "markdown"
         and not {"optional", "solution"} & set(cell.metadata.get("tags", []))
+    )
+
+
+def core_code_lines(notebook: Path) -> int:
+    """Non-blank lines in the code cells not tagged `optional` (hidden ones included)."""
+    cells = nbformat.read(notebook, as_version=4).cells
+    return sum(
+        sum(1 for line in cell.source.splitlines() if line.strip())
+        for cell in cells
+        if cell.cell_type == "code" and "optional" not in cell.metadata.get("tags", [])
     )
 
 

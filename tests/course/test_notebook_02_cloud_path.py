@@ -78,6 +78,7 @@ def mismatched_namespace(backend: str, sail_samples: bool) -> dict[str, Any]:
         "cfg": resolve("02_snapshot_and_serve", max_tokens=8, example_index=0),
         "signed_url": "https://example.invalid/archive",
         "name": "notebook-02",
+        "row": {"question": "q"},
     }
 
 

@@ -210,9 +210,9 @@ def test_without_the_sandbox_it_says_why_skips_sandbox_cells_and_runs_the_rest(
     assert sentence.startswith("The local sandbox cannot run on this machine, because `bwrap`")
     assert "shell_tasks.sandboxes.sailbox_factory" in sentence
     marked = [c for c in executed.cells if needs_sandbox(c)]
-    # five of the first part (the step's check among them), five of the training section, the
-    # optional tamper suite
-    assert len(marked) == 11
+    # seven of the core path (the step's check among them, four of the training section), six
+    # optional ones (held-out bars, scripts, creation, limits, containment, tamper suite)
+    assert len(marked) == 13
     for cell in marked:
         # One line on stdout, which a busy kernel may flush as two stream outputs.
         assert {(o.output_type, o.name) for o in cell.outputs} == {("stream", "stdout")}
