@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, make_dataclass, replace
+from dataclasses import asdict, dataclass, field, make_dataclass, replace
 from typing import Any
 
 from helpers.errors import CourseConfigError
@@ -198,7 +198,6 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "temperature": TEMPERATURE,
         "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "seed": _with(SEED, doc="picks each step's problems and the held-out ones"),
-        # The run's held-out evaluation, which notebook 04b runs from the run's settings.
         "eval_problems": _with(
             EVAL_PROBLEMS,
             doc="held-out problems notebook 04b scores before and after training",
@@ -214,7 +213,6 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "04b_did_it_learn": {
         "backend": BACKEND,
         "run_name": _with(RUN_NAME, doc="the notebook 04 run to evaluate (runs/<run_name>/)"),
-        # 16 answers to each, before and after, on two sets: the notebook's heaviest part.
         "pass_at_k_problems": _with(
             Parameter(
                 20,
@@ -229,9 +227,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
     "04c_reward_hacking": {
         "backend": _with(BACKEND, doc='"local" only: in the cloud, two more runs would cost money'),
-        "run_name": _with(
-            RUN_NAME, value="loophole", doc="runs/<run_name>/ holds the two runs' counts"
-        ),
+        "run_name": _with(RUN_NAME, value="loophole", doc="runs/<run_name>/: the two runs' counts"),
         "loophole_steps": _with(
             Parameter(
                 60,
@@ -542,26 +538,22 @@ def _spend_04(cfg: Any) -> None:
 
 
 def _spend_04b(cfg: Any) -> None:
-    """The held-out evaluations, before and after training, at the sizes of the run's settings
-    (those it was started with; notebook 04's declared ones while the run does not exist)."""
+    """Held-out evaluations at the sizes the run started with (else notebook 04's)."""
     from helpers.cost import HELD_OUT_SETS, estimate_and_cap
     from helpers.runlog import RUNS_DIR
 
-    state_path = RUNS_DIR / cfg.run_name / "state.json"
-    stored = json.loads(state_path.read_text()).get("settings", {}) if state_path.exists() else {}
-    loop = resolve(LOOP_NOTEBOOK, cfg.backend)
-    sizes = {
-        name: stored.get(name, getattr(loop, name)) for name in ("eval_problems", "eval_samples")
-    }
-    eval_rollouts = 2 * sizes["eval_samples"] * sizes["eval_problems"] * HELD_OUT_SETS[cfg.backend]
-    max_tokens = stored.get("max_tokens", loop.max_tokens)
+    path = RUNS_DIR / cfg.run_name / "state.json"
+    stored = json.loads(path.read_text()).get("settings", {}) if path.exists() else {}
+    run = asdict(resolve(LOOP_NOTEBOOK, cfg.backend))
+    run |= stored if stored.get("backend") == cfg.backend else {}
+    rollouts = 2 * run["eval_samples"] * run["eval_problems"] * HELD_OUT_SETS[cfg.backend]
     estimate_and_cap(
         cfg.backend,
         cfg.budget_sampled_tokens,
-        max_tokens=max_tokens,
-        sampled={"in the held-out evaluations before and after": eval_rollouts},
+        max_tokens=run["max_tokens"],
+        sampled={"in the held-out evaluations before and after": rollouts},
         adapter_archives=2,  # a sampler checkpoint per evaluation
-        flex_rollouts=eval_rollouts * (stored.get("completion_window") == "flex"),
+        flex_rollouts=rollouts * (run["completion_window"] == "flex"),
     )
     if cfg.backend == "local":  # pass@k runs on the local backend only, where sampling is free
         print("  not counted: pass@k's rollouts")

@@ -357,6 +357,26 @@ async def evaluate(policy: Any, rows: list[dict], renderer: Any, samples_per_pro
     }
 
 
+async def evaluate_now(
+    name: str,
+    held_out_sets: dict[str, list[dict]],
+    settings: LoopSettings,
+    samples_per_problem: int,
+    training_client: Any,
+    course: Any,
+) -> dict[str, dict]:
+    """Serve the current weights as sampler checkpoint `name`; score every held-out set."""
+    policy = await snapshot_policy(name, settings, training_client, course)
+    results = await asyncio.gather(
+        *(
+            evaluate(policy, rows, course.renderer, samples_per_problem)
+            for rows in held_out_sets.values()
+        )
+    )
+    await delete_checkpoint(course.service_client, policy.checkpoint_path)
+    return dict(zip(held_out_sets, results, strict=True))
+
+
 def bootstrap_interval(
     before: list[dict], after: list[dict] | None = None, resamples: int = 2000, seed: int = 0
 ) -> dict[str, tuple[float, float]]:
@@ -398,23 +418,3 @@ def compare(before: dict, after: dict) -> dict[str, dict]:
         }
         for score in SCORES
     }
-
-
-async def evaluate_now(
-    name: str,
-    held_out_sets: dict[str, list[dict]],
-    settings: LoopSettings,
-    samples_per_problem: int,
-    training_client: Any,
-    course: Any,
-) -> dict[str, dict]:
-    """Serve the current weights as sampler checkpoint `name`; score every held-out set."""
-    policy = await snapshot_policy(name, settings, training_client, course)
-    results = await asyncio.gather(
-        *(
-            evaluate(policy, rows, course.renderer, samples_per_problem)
-            for rows in held_out_sets.values()
-        )
-    )
-    await delete_checkpoint(course.service_client, policy.checkpoint_path)
-    return dict(zip(held_out_sets, results, strict=True))
