@@ -78,10 +78,11 @@ def base(shared: Path) -> nbformat.NotebookNode:
     return succeeded(run_03(shared, "base.ipynb"))
 
 
-def evaluate(shared: Path, out_name: str) -> nbformat.NotebookNode:
-    """Notebook 04b on the base run: `make solutions`' copy, so it is also 04b's solved run."""
+def evaluate(shared: Path, out_name: str, **changes: object) -> nbformat.NotebookNode:
+    """Notebook 04b (on the base run unless `changes` say otherwise): `make solutions`' copy,
+    so that it is also 04b's solved run."""
     solved = solved_copy("04b_did_it_learn", shared / "solutions")
-    return run(solved, shared / out_name, SMALL_EVALUATION, kernel_env(shared))
+    return run(solved, shared / out_name, {**SMALL_EVALUATION, **changes}, kernel_env(shared))
 
 
 @pytest.fixture(scope="module")
@@ -249,3 +250,23 @@ def test_storage_holds_only_what_the_runs_need(
     assert len(run_infos) == 4 + 5 + 4
     assert sum(p.stat().st_size for p in files) < 4 * 2_000_000
     assert len(files) == 4 * 5 + len(run_infos)  # five files per training state
+
+
+def test_04b_evaluates_another_run_and_names_what_to_run_first(
+    lr_x10: nbformat.NotebookNode, shared: Path
+) -> None:
+    """Try this (04b): set `run_name` to another run of notebook 04; one it never trained stops
+    in one sentence naming notebook 04, with no traceback and no run folder made."""
+    other = succeeded(
+        evaluate(shared, "lr-x10-evaluated.ipynb", run_name="lr-x10", pass_at_k_problems=0)
+    )
+    assert "'lr-x10': " in printed(other, "RunLog(cfg.run_name)")
+    assert state(shared, "lr-x10")["eval_after"]["completed_steps"] == SMALL_03["steps"]
+    missing = evaluate(shared, "missing.ipynb", run_name="never-trained")
+    assert missing.metadata["exit_code"] != 0
+    [error] = [o for c in missing.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert error.ename == "CourseRunError" and len(error.traceback) == 1
+    assert "run notebooks/04_training_loop.ipynb with run_name = 'never-trained' first" in (
+        error.evalue
+    )
+    assert not (shared / "runs" / "never-trained").exists()
