@@ -28,7 +28,7 @@ from local_stack import config
 from local_stack.client.supervisor import server_processes, stop_local_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 MB = 1024**2
 # A notebook's start, in three parts: importing the SDKs (tinker brings torch), finding or
 # starting the local stack, and the rest of connect() (tokenizer, renderer, data).

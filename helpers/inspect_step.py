@@ -1,5 +1,5 @@
 # Generated from notebooks/03_one_grpo_step.ipynb by `make helpers`. Do not edit: change
-# the notebook's `# @save` cells, then run `make helpers` again.
+# the `# @save` cells there, then run `make helpers` again.
 """One GRPO step, opened up: the numbers `train_step` computes but never shows."""
 
 import random

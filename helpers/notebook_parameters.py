@@ -12,8 +12,9 @@ learner-facing parameters come first, cloud-only and budget knobs last. The rule
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, make_dataclass, replace
+from dataclasses import asdict, dataclass, field, make_dataclass, replace
 from typing import Any
 
 from helpers.errors import CourseConfigError
@@ -206,17 +207,46 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "temperature": TEMPERATURE,
         "max_tokens": _with(MAX_TOKENS, rehearsal=24),
         "seed": _with(SEED, doc="picks each step's problems and the held-out ones"),
-        "eval_problems": _with(EVAL_PROBLEMS, small=10, rehearsal=4, tiny_sweep=30, sweep=50),
-        "eval_samples": _with(EVAL_SAMPLES, small=1, rehearsal=1),
-        "loophole_steps": Parameter(
-            60,
-            Whole(0, 10_000),
-            "the optional reward-hacking section's two runs, in steps each: local only, and "
-            "only when at most `steps` (0 skips it; 60 take two to four minutes on a two-core "
-            "laptop)",
+        "eval_problems": _with(
+            EVAL_PROBLEMS,
+            doc="held-out problems notebook 04b scores before and after training",
+            small=10,
+            rehearsal=4,
+            tiny_sweep=30,
+            sweep=50,
         ),
+        "eval_samples": _with(EVAL_SAMPLES, small=1, rehearsal=1),
         "completion_window": COMPLETION_WINDOW,
         "budget_sampled_tokens": _with(BUDGET, doc=BUDGET.doc + ", and mid-run once it has"),
+    },
+    "04b_did_it_learn": {
+        "backend": BACKEND,
+        "run_name": _with(RUN_NAME, doc="the notebook 04 run to evaluate (runs/<run_name>/)"),
+        "pass_at_k_problems": _with(
+            Parameter(
+                20,
+                Whole(0, HELD_OUT_PROBLEMS["local"]),
+                "problems of each of two held-out sets scored for pass@k, 16 answers each, "
+                "before and after training (local only; 0 skips pass@k)",
+            ),
+            small=10,
+            rehearsal=10,
+        ),
+        "budget_sampled_tokens": BUDGET,
+    },
+    "04c_reward_hacking": {
+        "backend": _with(BACKEND, doc='"local" only: in the cloud, two more runs would cost money'),
+        "run_name": _with(RUN_NAME, value="loophole", doc="runs/<run_name>/: the two runs' counts"),
+        "loophole_steps": _with(
+            Parameter(
+                60,
+                Whole(0, 10_000),
+                "steps of each of the two runs, one per grader, with notebook 04's default "
+                "settings (0 skips them; 60 take two to four minutes on a two-core laptop)",
+            ),
+            small=3,
+            rehearsal=2,
+        ),
     },
     "05_compare_runs": {
         "backend": Parameter("local", OneOf(BACKENDS), "compare the runs made on this backend"),
@@ -524,25 +554,38 @@ def _spend_03(cfg: Any) -> None:
 
 
 def _spend_04(cfg: Any) -> None:
-    from helpers.cost import HELD_OUT_SETS
-
     rollouts_per_step = cfg.group_size * cfg.groups_per_step
-    # Before and after training, on each held-out set.
-    eval_rollouts = 2 * cfg.eval_samples * cfg.eval_problems * HELD_OUT_SETS[cfg.backend]
     _print_model_settings(cfg)
     _cap(
         cfg,
-        {
-            f"in {cfg.steps} training steps": cfg.steps * rollouts_per_step,
-            "in the held-out evaluations before and after": eval_rollouts,
-        },
+        {f"in {cfg.steps} training steps": cfg.steps * rollouts_per_step},
         trained_rollouts=cfg.steps * rollouts_per_step,
-        adapter_archives=cfg.steps + 2,  # a checkpoint per step, and one per evaluation
-        flex_rollouts=(cfg.steps * rollouts_per_step + eval_rollouts)
-        * (cfg.completion_window == "flex"),
+        adapter_archives=cfg.steps,  # a sampler checkpoint per step
+        flex_rollouts=cfg.steps * rollouts_per_step * (cfg.completion_window == "flex"),
     )
-    if cfg.backend == "local":  # they run on the local backend only, where sampling is free
-        print("  not counted: the optional pass@k and reward-hacking sections' rollouts")
+    print("  not counted: notebook 04b's held-out evaluations (it counts them)")
+
+
+def _spend_04b(cfg: Any) -> None:
+    """Held-out evaluations at the sizes the run started with (else notebook 04's)."""
+    from helpers.cost import HELD_OUT_SETS, estimate_and_cap
+    from helpers.runlog import RUNS_DIR
+
+    path = RUNS_DIR / cfg.run_name / "state.json"
+    stored = json.loads(path.read_text()).get("settings", {}) if path.exists() else {}
+    run = asdict(resolve(LOOP_NOTEBOOK, cfg.backend))
+    run |= stored if stored.get("backend") == cfg.backend else {}
+    rollouts = 2 * run["eval_samples"] * run["eval_problems"] * HELD_OUT_SETS[cfg.backend]
+    estimate_and_cap(
+        cfg.backend,
+        cfg.budget_sampled_tokens,
+        max_tokens=run["max_tokens"],
+        sampled={"in the held-out evaluations before and after": rollouts},
+        adapter_archives=2,  # a sampler checkpoint per evaluation
+        flex_rollouts=rollouts * (run["completion_window"] == "flex"),
+    )
+    if cfg.backend == "local":  # pass@k runs on the local backend only, where sampling is free
+        print("  not counted: pass@k's rollouts")
 
 
 def _spend_06(cfg: Any) -> None:
@@ -631,6 +674,7 @@ SPEND: dict[str, Callable[[Any], None]] = {
     "02_snapshot_and_serve": _spend_02,
     "03_one_grpo_step": _spend_03,
     "04_training_loop": _spend_04,
+    "04b_did_it_learn": _spend_04b,
     "06_faster_loops": _spend_06,
     "07_sandboxed_rollouts": _spend_07,
     "08_ship_the_adapter": _spend_08,

@@ -1,5 +1,5 @@
 # Generated from notebooks/06_faster_loops.ipynb by `make helpers`. Do not edit: change
-# the notebook's `# @save` cells, then run `make helpers` again.
+# the `# @save` cells there, then run `make helpers` again.
 """The training loop with sampling overlapped: batches sampled up to k steps ahead.
 
 `run_loop` is notebook 04's loop when k = 0; with k > 0, Sail samples up to k batches while

@@ -1,5 +1,5 @@
 # Generated from notebooks/01_scoring.ipynb by `make helpers`. Do not edit: change
-# the notebook's `# @save` cells, then run `make helpers` again.
+# the `# @save` cells there, then run `make helpers` again.
 """Scoring a completion: the boxed-answer reward, the math environment, its group builder."""
 
 import re

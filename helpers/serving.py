@@ -1,5 +1,5 @@
 # Generated from notebooks/02_snapshot_and_serve.ipynb by `make helpers`. Do not edit: change
-# the notebook's `# @save` cells, then run `make helpers` again.
+# the `# @save` cells there, then run `make helpers` again.
 """Snapshot the LoRA weights Tinker is training and serve them through Sail.
 
 Notebook 04 calls `sail_policy` at the start of every training step.

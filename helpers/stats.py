@@ -3,6 +3,7 @@ with an interval."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import comb
 
 import numpy as np
@@ -18,7 +19,11 @@ def pass_at_k(samples: int, correct: int, k: int) -> float:
 
 
 def pass_at_k_curve(
-    problems: list[dict], k_max: int, baseline: list[dict] | None = None, resamples: int = 2000
+    problems: list[dict],
+    k_max: int,
+    baseline: list[dict] | None = None,
+    resamples: int = 2000,
+    estimate: Callable[[int, int, int], float] = pass_at_k,
 ) -> dict[str, np.ndarray]:
     """pass@k for k = 1..k_max, averaged over problems, with its 95% interval.
 
@@ -26,7 +31,8 @@ def pass_at_k_curve(
     least k_max samples. Whole problems are resampled (samples of one problem are not
     independent), with a fixed seed. Given `baseline` (the same problems in the same order,
     scored by other weights), the curve and interval are of the gain, problems - baseline,
-    each resample taking the same problems from both.
+    each resample taking the same problems from both. `estimate(samples, correct, k)` is
+    one problem's pass@k (notebook 04b passes the learner's).
     """
 
     def per_problem(counts: list[dict]) -> np.ndarray:  # problems x k
@@ -34,7 +40,7 @@ def pass_at_k_curve(
             raise ValueError(f"pass@{k_max} needs at least {k_max} samples of every problem")
         ks = range(1, k_max + 1)
         return np.array(
-            [[pass_at_k(int(p["samples"]), int(p["correct"]), k) for k in ks] for p in counts]
+            [[estimate(int(p["samples"]), int(p["correct"]), k) for k in ks] for p in counts]
         )
 
     values_PK = per_problem(problems)

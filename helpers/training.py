@@ -1,17 +1,18 @@
-# Generated from notebooks/04_training_loop.ipynb by `make helpers`. Do not edit: change
-# the notebook's `# @save` cells, then run `make helpers` again.
+# Generated from notebooks/04_training_loop.ipynb and
+# notebooks/04b_did_it_learn.ipynb by `make helpers`. Do not edit: change
+# the `# @save` cells there, then run `make helpers` again.
 """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Also the held-out evaluation that notebook 04 runs before and after training.
+Also the held-out evaluation that notebook 04b runs on the base and the trained weights.
 """
 
 import asyncio
-import time
+import time  # noqa: F401 (run_step's solution uses it)
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+import numpy as np  # noqa: F401 (notebook 04b's evaluation uses it)
 import tinker  # noqa: F401 (run_step's solution sends tinker.Datum)
 import torch
 from tinker_cookbook.exceptions import AllTrajectoriesFailedError
@@ -20,12 +21,16 @@ from tinker_cookbook.rl.metrics import compute_kl_sample_train
 from tinker_cookbook.rl.rollout_strategy import MinViableGroup
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
-from tinker_cookbook.rl.types import EnvGroupBuilder, Trajectory, TrajectoryGroup
+from tinker_cookbook.rl.types import (  # noqa: F401 (04b's evaluation uses Trajectory)
+    EnvGroupBuilder,
+    Trajectory,
+    TrajectoryGroup,
+)
 
 from helpers.cost import sampled_tokens  # noqa: F401 (run_step's solution uses it)
 from helpers.rollout_failures import CountingPolicy
 from helpers.runlog import run_id
-from helpers.scoring import MathGroupBuilder, final_answer
+from helpers.scoring import MathGroupBuilder, final_answer  # noqa: F401 (04b uses final_answer)
 from helpers.serving import ROLLOUT_TIMEOUT_S, SnapshotCompleter, sail_policy
 
 
@@ -276,6 +281,8 @@ async def run_step(
     return record, groups
 
 
+STATE_TTL_SECONDS = 7 * 24 * 3600  # a run's training state lives a week
+
 SCORES = ("reward", "correct", "format", "correct_given_format")
 COUNTS = ("samples", "reward", "correct", "format", "correct_and_format")
 EXAMPLES_KEPT = 3  # first answers kept per evaluation, to read side by side
@@ -350,6 +357,26 @@ async def evaluate(policy: Any, rows: list[dict], renderer: Any, samples_per_pro
     }
 
 
+async def evaluate_now(
+    name: str,
+    held_out_sets: dict[str, list[dict]],
+    settings: LoopSettings,
+    samples_per_problem: int,
+    training_client: Any,
+    course: Any,
+) -> dict[str, dict]:
+    """Serve the current weights as sampler checkpoint `name`; score every held-out set."""
+    policy = await snapshot_policy(name, settings, training_client, course)
+    results = await asyncio.gather(
+        *(
+            evaluate(policy, rows, course.renderer, samples_per_problem)
+            for rows in held_out_sets.values()
+        )
+    )
+    await delete_checkpoint(course.service_client, policy.checkpoint_path)
+    return dict(zip(held_out_sets, results, strict=True))
+
+
 def bootstrap_interval(
     before: list[dict], after: list[dict] | None = None, resamples: int = 2000, seed: int = 0
 ) -> dict[str, tuple[float, float]]:
@@ -391,26 +418,3 @@ def compare(before: dict, after: dict) -> dict[str, dict]:
         }
         for score in SCORES
     }
-
-
-async def evaluate_now(
-    name: str,
-    held_out_sets: dict[str, list[dict]],
-    settings: LoopSettings,
-    samples_per_problem: int,
-    training_client: Any,
-    course: Any,
-) -> dict[str, dict]:
-    """Serve the current weights as sampler checkpoint `name`; score every held-out set."""
-    policy = await snapshot_policy(name, settings, training_client, course)
-    results = await asyncio.gather(
-        *(
-            evaluate(policy, rows, course.renderer, samples_per_problem)
-            for rows in held_out_sets.values()
-        )
-    )
-    await delete_checkpoint(course.service_client, policy.checkpoint_path)
-    return dict(zip(held_out_sets, results, strict=True))
-
-
-STATE_TTL_SECONDS = 7 * 24 * 3600  # a run's training state lives a week

@@ -2,7 +2,8 @@
 
 As in d2l and nbdev, a notebook is the one source of the code it teaches. Each module in
 MODULES is its notebook's `# @save` cells in order (the first of them holds the module's
-imports), under a header naming the notebook to edit and a docstring kept here. The text
+imports), then those of the notebooks that continue it (`also`, as d2l's chapters add to one
+module), under a header naming the notebook to edit and a docstring kept here. The text
 goes through `ruff format` and must pass `ruff check`, so the module is as clean as
 hand-written code. `tests/repo/test_single_source.py` fails when a committed module differs
 from what this script writes.
@@ -27,11 +28,16 @@ HELPERS_DIR = ROOT / "helpers"
 
 @dataclass(frozen=True)
 class TaughtModule:
-    """A module of `helpers/` that one notebook's `# @save` cells define in full."""
+    """A module of `helpers/` that its notebooks' `# @save` cells define in full."""
 
     notebook: str  # file name in notebooks/
     module: str  # file name in helpers/
     docstring: str
+    also: tuple[str, ...] = ()  # notebooks whose `# @save` cells follow, in order
+
+    @property
+    def notebooks(self) -> tuple[str, ...]:
+        return (self.notebook, *self.also)
 
 
 MODULES = (
@@ -59,8 +65,9 @@ Notebook 04 calls `sail_policy` at the start of every training step.
         "training.py",
         """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Also the held-out evaluation that notebook 04 runs before and after training.
+Also the held-out evaluation that notebook 04b runs on the base and the trained weights.
 """,
+        also=("04b_did_it_learn.ipynb",),
     ),
     TaughtModule(
         "06_faster_loops.ipynb",
@@ -87,12 +94,15 @@ def saved_cells(notebook: Path) -> list[str]:
 
 def module_text(taught: TaughtModule, notebooks_dir: Path = NOTEBOOKS_DIR) -> str:
     """The module's full text: header, docstring, then the saved cells, formatted and linted."""
-    cells = saved_cells(notebooks_dir / taught.notebook)
-    if not cells:
-        raise SystemExit(f"notebooks/{taught.notebook} has no `{SAVE_MARK}` cells")
+    cells = []
+    for notebook in taught.notebooks:
+        if not (saved := saved_cells(notebooks_dir / notebook)):
+            raise SystemExit(f"notebooks/{notebook} has no `{SAVE_MARK}` cells")
+        cells += saved
+    continued = "".join(f" and\n# notebooks/{notebook}" for notebook in taught.also)
     header = (
-        f"# Generated from notebooks/{taught.notebook} by `make helpers`. Do not edit: change\n"
-        f"# the notebook's `{SAVE_MARK}` cells, then run `make helpers` again.\n"
+        f"# Generated from notebooks/{taught.notebook}{continued} by `make helpers`. Do not "
+        f"edit: change\n# the `{SAVE_MARK}` cells there, then run `make helpers` again.\n"
     )
     text = header + f'"""{taught.docstring}"""\n\n' + "\n\n".join(cells) + "\n"
     # Config (line length, first-party packages) comes from the pyproject that governs
@@ -138,7 +148,7 @@ def main() -> None:
         path = args.out_dir / taught.module
         shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         state = "written" if path in changed else "unchanged"
-        print(f"{shown}: {state} (from notebooks/{taught.notebook})")
+        print(f"{shown}: {state} (from notebooks/{', '.join(taught.notebooks)})")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ def write_solutions(out_dir: Path, notebooks_dir: Path = ROOT / "notebooks") -> 
     """Write each notebook's solved copy to `out_dir`; return the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for path in sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb")):
+    for path in sorted(notebooks_dir.glob("[0-9][0-9]*_*.ipynb")):
         book = nbformat.read(path, as_version=4)
         target = out_dir / path.name
         nbformat.write(solved(book), target)

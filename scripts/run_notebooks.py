@@ -1,7 +1,8 @@
 """Execute every course notebook in order with papermill, on the local backend.
 
 `make run` calls this. Executed notebooks go to `runs/<timestamp>/`, and so does
-notebook 04's run folder (metrics, figure), because its `run_name` is that timestamp.
+notebook 04's run folder (metrics, figure), because its `run_name` is that timestamp; 04b
+then evaluates that run. The optional 04c (`OPTIONAL_NOTEBOOKS`) is left out.
 One line per notebook says how long it took and whether it ran. Extra `-p name value`
 pairs are passed to every notebook that has that parameter.
 
@@ -33,9 +34,16 @@ from sweeps.notebook_runs import ROOT, execute, local_stack_for
 # notebook set a difference between settings against the noise between seeds.
 TINY_SWEEP = {"learning_rate": [1e-3, 3e-3], "seed": [0, 1]}
 
+# Optional notebooks `make run` leaves out (the cloud rehearsal runs them too): 04c trains two
+# more runs for minutes to test a grader's hole.
+OPTIONAL_NOTEBOOKS = ("04c_reward_hacking.ipynb",)
+
 # Notebooks that train a run of their own, beside notebook 04's: each gets the given run_name
 # with this suffix, so its metrics.jsonl never lands in notebook 04's run folder.
-OWN_RUN_FOLDER = {"07_sandboxed_rollouts.ipynb": "sandboxed-shell"}
+OWN_RUN_FOLDER = {
+    "04c_reward_hacking.ipynb": "loophole",
+    "07_sandboxed_rollouts.ipynb": "sandboxed-shell",
+}
 
 
 def main() -> int:
@@ -51,7 +59,7 @@ def main() -> int:
     with local_stack_for(backend):
         given["runs"] = f"{stamp}-sweep-*"
         failed = run_tiny_sweep(f"{stamp}-sweep", backend)
-        return run_all(out_dir, given) or failed
+        return run_all(out_dir, given, skip=OPTIONAL_NOTEBOOKS) or failed
 
 
 def run_tiny_sweep(name: str, backend: str, size: str = "tiny-sweep", jobs: int = 1) -> int:
@@ -72,13 +80,14 @@ def run_all(
     given: dict[str, object],
     prefixes: tuple[str, ...] = ("",),
     size: str | None = None,
+    skip: tuple[str, ...] = (),
 ) -> int:
-    """Every notebook (or those whose names start with one of `prefixes`), in order, at its
-    size profile `size` if one is named, with the `given` parameters it declares on top; 1 if
-    any failed."""
+    """Every notebook (or those whose names start with one of `prefixes`) but those named in
+    `skip`, in order, at its size profile `size` if one is named, with the `given` parameters
+    it declares on top; 1 if any failed."""
     failed = 0
-    for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        if not notebook.name.startswith(prefixes):
+    for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb")):
+        if not notebook.name.startswith(prefixes) or notebook.name in skip:
             continue
         declared = papermill.inspect_notebook(str(notebook))
         parameters = profile(notebook.stem, size) if size else {}

@@ -11,9 +11,10 @@ A grid file (TOML) has a `name`, a size `profile` of notebook 04 (declared with 
 parameters, `helpers.notebook_parameters`; `--profile` names another) and a `[parameters]`
 table on top of it; `-p NAME VALUE...` adds to that table or replaces its entry. One value
 holds in every run, several give one run per value, and runs are every combination. Each run
-is notebooks/04_training_loop.ipynb under papermill, named `<name>-<parameter><value>-...`
-after the parameters that vary, in its own folder under runs/ (COURSE_RUNS_DIR), where its
-executed notebook is kept beside its metrics and state.
+is notebooks/04_training_loop.ipynb under papermill, then notebooks/04b_did_it_learn.ipynb
+(the held-out evaluation that notebook 05 compares; pass@k left out), named
+`<name>-<parameter><value>-...` after the parameters that vary, in its own folder under runs/
+(COURSE_RUNS_DIR), where its executed notebooks are kept beside its metrics and state.
 
 Before the first run starts, every run's parameters go through the check the notebook
 itself runs first (`helpers.notebook_parameters.resolve`), so a bad value stops the sweep
@@ -53,6 +54,10 @@ from sweeps.notebook_runs import ROOT, execute, local_stack_for
 from sweeps.runs import notebook_defaults, read_run
 
 NOTEBOOK = ROOT / "notebooks" / "04_training_loop.ipynb"
+# Scores each run on its held-out problems, before and after, into its state.json; a sweep
+# compares held-out gains only, so it skips pass@k (0 problems), the notebook's slowest part.
+EVALUATION = ROOT / "notebooks" / "04b_did_it_learn.ipynb"
+EVALUATION_PARAMETERS = {"pass_at_k_problems": 0}
 DEFAULT_GRID = ROOT / "sweeps" / "default.toml"
 COMPARE_NOTEBOOK = "notebooks/05_compare_runs.ipynb"
 # How many runs at once, unless --jobs says otherwise. The local stack computes on one
@@ -325,6 +330,9 @@ def _execute(given: dict, folder: Path) -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)  # papermill shuts its kernel down
     try:
         execute(NOTEBOOK, folder / NOTEBOOK.name, given)
+        declared = notebook_defaults(json.loads(EVALUATION.read_text()))
+        evaluation = {name: v for name, v in given.items() if name in declared}
+        execute(EVALUATION, folder / EVALUATION.name, evaluation | EVALUATION_PARAMETERS)
     except BaseException as error:  # the log has the traceback; the exit code says enough
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
         sys.exit(1)
@@ -344,15 +352,15 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 def _failure(folder: Path) -> str:
-    """The error the executed notebook shows, in one line, or where to look."""
-    executed = folder / NOTEBOOK.name
-    try:
-        cells = json.loads(executed.read_text())["cells"]
-    except (OSError, ValueError, KeyError):  # it never started, or stopped mid-write
-        cells = []
-    for output in (o for c in cells for o in c.get("outputs", [])):
-        if output.get("output_type") == "error":
-            return f"{output['ename']}: {output['evalue']} (see {_shown(executed)})"
+    """The error an executed notebook shows, in one line, or where to look."""
+    for executed in (folder / NOTEBOOK.name, folder / EVALUATION.name):
+        try:
+            cells = json.loads(executed.read_text())["cells"]
+        except (OSError, ValueError, KeyError):  # it never started, or stopped mid-write
+            cells = []
+        for output in (o for c in cells for o in c.get("outputs", [])):
+            if output.get("output_type") == "error":
+                return f"{output['ename']}: {output['evalue']} (see {_shown(executed)})"
     return f"see {_shown(folder / 'papermill.log')}"
 
 

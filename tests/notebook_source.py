@@ -15,7 +15,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 GUIDE_PATH = ROOT / "docs" / "instructor.md"
-NOTEBOOK_NAMES = sorted(path.stem for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOK_NAMES = sorted(path.stem for path in NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))
 
 
 @cache

@@ -54,12 +54,10 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "run_name": "run",
             "eval_problems": 10,
             "eval_samples": 1,
-            "loophole_steps": 0,
             "budget_sampled_tokens": 1_000_000,
         },
         {
             "steps": ([None, 1, 10_000], [0, 10_001, *NOT_WHOLE]),
-            "loophole_steps": ([0, 60, 10_000], [-1, 10_001, None, *NOT_WHOLE]),
             "group_size": ([2, 64], [1, 0, 65, 1_000_000, *NOT_WHOLE]),
             "groups_per_step": ([1, 1074], [0, 1075, 5000, *NOT_WHOLE]),
             "learning_rate": ([None, 1e-9, 1, 1.0], [0, -1e-3, 1.01, *NOT_NUMBERS]),
@@ -72,6 +70,23 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "eval_samples": ([None, 1, 64], [0, 65, *NOT_WHOLE]),
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
+    ),
+    "04b_did_it_learn.ipynb": (
+        {
+            "backend": "local",
+            "run_name": "run",
+            "pass_at_k_problems": 20,
+            "budget_sampled_tokens": 1_000_000,
+        },
+        {
+            "pass_at_k_problems": ([0, 399], [-1, 400, None, *NOT_WHOLE]),
+            "run_name": (["a", "a" * 64, "run-1.b_2"], ["", "a" * 65, "../up", "a b", None, 3]),
+            "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
+        },
+    ),
+    "04c_reward_hacking.ipynb": (
+        {"backend": "local", "run_name": "loophole", "loophole_steps": 0},
+        {"loophole_steps": ([0, 60, 10_000], [-1, 10_001, None, *NOT_WHOLE])},
     ),
     "07_sandboxed_rollouts.ipynb": (
         {

@@ -107,6 +107,22 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
             f"{_CLOUD_04}::test_cloud_learning_rate_x10_trains_with_that_rate",
         ),
         "Set `temperature = 0.5`": (f"{_RESULTS}::test_try_temperature_half_samples_surer_tokens",),
+        "Change `split_degenerate_groups`": (
+            "tests/notebooks/test_loop_pieces.py::test_an_edited_piece_is_the_one_the_loop_runs",
+        ),
+    },
+    "04b_did_it_learn": {
+        "Evaluate another run of notebook 04": (
+            f"{_RESULTS}::test_04b_evaluates_another_run_and_names_what_to_run_first",
+        ),
+        "Run this notebook once more, unchanged": (
+            f"{_RESULTS}::test_rerunning_a_finished_run_prints_identical_numbers",
+        ),
+    },
+    "04c_reward_hacking": {
+        "Run the notebook once more, unchanged": (
+            "tests/long/test_loophole.py::test_the_loophole_notebook_renders_its_counts_at_the_defaults",
+        ),
     },
     "05_compare_runs": {
         '`runs = "seeds3-*"`': (

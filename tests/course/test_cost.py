@@ -51,11 +51,10 @@ CLOUD_ROLLOUTS = {
     "02_snapshot_and_serve.ipynb": (1 + 4 + 2 * 4, 0),
     # up to three draws of 16 groups of 8; one step on one draw
     "03_one_grpo_step.ipynb": (3 * 16 * 8, 16 * 8),
-    # steps of 8 x 8 rollouts; the held-out evaluation before and after
-    NOTEBOOK: (
-        CLOUD["steps"] * 64 + 2 * CLOUD["eval_problems"] * CLOUD["eval_samples"],
-        CLOUD["steps"] * 64,
-    ),
+    # steps of 8 x 8 rollouts (notebook 04b evaluates them)
+    NOTEBOOK: (CLOUD["steps"] * 64, CLOUD["steps"] * 64),
+    # the held-out evaluation before and after, at notebook 04's cloud sizes
+    "04b_did_it_learn.ipynb": (2 * CLOUD["eval_problems"] * CLOUD["eval_samples"], 0),
     # three runs and a flex run of 8 x 4 rollouts a step; four models evaluated
     "06_faster_loops.ipynb": (
         (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32

@@ -26,13 +26,14 @@ ROOT = Path(__file__).resolve().parents[2]
 # With backend="cloud" and the defaults: (adapter archives, rollouts through forward passes).
 # 02: the checkpoint signed by hand and sail_policy's; 03: one checkpoint for every draw,
 # and the 128 trained rollouts scored before and after the step and twice by the optional
-# ppo/cispo cell; 04: 7 steps and 2
+# ppo/cispo cell; 04: 7 steps; 04b: 2
 # evaluations; 06: 3 x 5 + 4 steps and 4 models scored; 07: 3 steps and 2 evaluations; 08:
 # its 7-step run and the shipped checkpoint, and 4 passes over 4 parity rollouts.
 CLOUD_OTHER = {
     "02_snapshot_and_serve": (2, 0),
     "03_one_grpo_step": (1, 512),
-    "04_training_loop": (9, 0),
+    "04_training_loop": (7, 0),
+    "04b_did_it_learn": (2, 0),
     "06_faster_loops": (23, 0),
     "07_sandboxed_rollouts": (5, 0),
     "08_ship_the_adapter": (8, 16),
@@ -41,6 +42,7 @@ CHECKED_HERE = [
     "02_snapshot_and_serve",
     "03_one_grpo_step",
     "04_training_loop",
+    "04b_did_it_learn",
     "06_faster_loops",
     "07_sandboxed_rollouts",
     "08_ship_the_adapter",
@@ -112,7 +114,7 @@ def _rows(doc: str) -> dict[str, list[str]]:
     part = part[: part.index("\n## ")]
     rows = {}
     for line in part.splitlines():
-        if match := re.match(r"\| `(\d\d_\w+)` \|", line):
+        if match := re.match(r"\| `(\d\d[a-z]?_\w+)` \|", line):
             rows[match.group(1)] = [cell.strip() for cell in line.split("|")[2:-1]]
     return rows
 

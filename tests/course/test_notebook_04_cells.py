@@ -1,6 +1,6 @@
-"""Notebook 04's rendering cells, run in process on made-up values: the loophole report says
-what the guide's grader paid. Each check compares numbers worked out here with the numbers a
-cell renders."""
+"""Notebook 04c's rendering cells, run in process on made-up values: the loophole report says
+what the guide's grader paid, and its outcome sentence says whether RL found the hole. Each
+check compares numbers worked out here with the numbers a cell renders."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 from IPython.display import Markdown
 
-from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
+from exercises.reward_hacking import direction
+from helpers.notebook_parameters import LOOP_NOTEBOOK, NOTEBOOK_PARAMETERS
 from helpers.scoring import GuideMathEnv, MathEnv
 from kimi import offline_kimi_tokenizer
 from tests.notebook_source import cell, flat, guide_section, numbers
 
-NOTEBOOK = "04_training_loop"
+NOTEBOOK = "04c_reward_hacking"
 LOOPHOLE_STEPS, ROLLOUTS = 60, 64
 
 
@@ -44,8 +45,8 @@ def loophole_counts(skip_first: int, skip_last: int, paid: int, in_full: int) ->
 
 
 def loophole_cell(loophole: dict) -> dict:
-    namespace = {"np": np, "Markdown": Markdown, "loophole": loophole}
-    exec(cell(NOTEBOOK, "cell-33c"), namespace)
+    namespace = {"np": np, "Markdown": Markdown, "loophole": loophole, "direction": direction}
+    exec(cell(NOTEBOOK, "outcome"), namespace)
     return namespace
 
 
@@ -73,6 +74,8 @@ def test_the_loophole_report_renders_what_the_guide_grader_paid(
     cut_off_pay = reward(correct=1, well_formed=0)
     paid_in_all = [LOOPHOLE_STEPS * n for n in (paid, in_full, paid - in_full)]
     assert {skipped, *paid_in_all, cut_off_pay} <= numbers(text)
+    found = "may have found the hole" if rose else "did not find the hole"
+    assert text.startswith(f"**The outcome:** in {LOOPHOLE_STEPS} steps, RL {found}")
 
 
 def guide_score(completion: str, renderer) -> tuple[float, float]:
@@ -89,13 +92,12 @@ def test_the_loophole_texts_state_what_each_kind_of_skip_pays(renderer) -> None:
     cut_off, cut_off_format = guide_score(r"12 + 2 = 14 so \boxed{14} hmm let me", renderer)
     assert (clean, clean_format) == (reward(1, 1), 1) and cut_off_format == 0
     assert reward(0, 1) < cut_off < clean  # a skip beats a clean wrong answer
-    assert cut_off in numbers(cell(NOTEBOOK, "cell-33d"))
+    assert cut_off in numbers(cell(NOTEBOOK, "why-a-hole-pays"))
     (bullet,) = [b for b in guide_section(NOTEBOOK).split("\n- ") if "</think>" in b]
     bullet = flat(bullet.split("**What to watch for.**", 1)[0])
     assert cut_off in numbers(bullet)
-    parameters = NOTEBOOK_PARAMETERS[NOTEBOOK]
+    parameters = NOTEBOOK_PARAMETERS[LOOP_NOTEBOOK]  # 04c trains at notebook 04's defaults
     rollouts = 10 * parameters["group_size"].value * parameters["groups_per_step"].value
-    direction = loophole_cell({})["direction"]
     pairs = re.findall(r"(\d\.\d+) → (\d\.\d+)", bullet)
     skip_rates = [(float(a), float(b)) for a, b in pairs if max(float(a), float(b)) < 0.5]
     rise = direction(0.0, 0.5, rollouts)

@@ -1,7 +1,7 @@
-"""Notebook 04 at its defaults: the pass@k figure and the reward-hacking section render, and
-the section's prose is the counts it stored in runs/<run_name>/state.json.
+"""Notebook 04c at its defaults: the reward-hacking test renders, and its prose (the outcome
+sentence included) is the counts it stored in runs/<run_name>/state.json.
 
-The section trains two more runs from the base model, one graded by the guide's step and
+It trains two runs from the base model, one graded by the guide's step and
 one by the fixed one, and counts per step the rollouts that skip `</think>`, those of them
 its grader paid as correct, and the well-formed ones. Run again unchanged, the finished
 notebook shows the same counts without training anything.
@@ -20,14 +20,14 @@ import pytest
 from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "04_training_loop.ipynb"
-RUN_NAME = NOTEBOOK_PARAMETERS["04_training_loop"]["run_name"].value
-LOOPHOLE_STEPS = NOTEBOOK_PARAMETERS["04_training_loop"]["loophole_steps"].value
+NOTEBOOK = ROOT / "notebooks" / "04c_reward_hacking.ipynb"
+RUN_NAME = NOTEBOOK_PARAMETERS["04c_reward_hacking"]["run_name"].value
+LOOPHOLE_STEPS = NOTEBOOK_PARAMETERS["04c_reward_hacking"]["loophole_steps"].value
 GRADERS = ("guide's grader", "fixed grader")
 
 
 def run_defaults(out: Path, env: dict[str, str]) -> nbformat.NotebookNode:
-    """Notebook 04 under papermill with every parameter at its default."""
+    """Notebook 04c under papermill with every parameter at its default."""
     args = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), "--cwd"]
     args += [str(NOTEBOOK.parent), "--kernel", "python3", "--no-progress-bar"]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=3600)
@@ -53,15 +53,12 @@ def rate(counts: list[dict], key: str) -> float:
 
 
 @pytest.mark.timeout(3600)  # the whole default notebook, twice, on a busy shared machine
-def test_the_loophole_section_renders_its_counts_at_the_defaults(
+def test_the_loophole_notebook_renders_its_counts_at_the_defaults(
     run_env: dict[str, str], tmp_path: Path
 ) -> None:
     executed = run_defaults(tmp_path / "first.ipynb", run_env)
     run_dir = tmp_path / "runs" / RUN_NAME
     state = json.loads((run_dir / "state.json").read_text())
-
-    assert has_image(executed, "display(pass_at_k_figure(curves))")
-    assert "pass@1" in markdown(executed, "def base_tries(")
 
     loophole = state["loophole"]
     assert loophole["steps"] == LOOPHOLE_STEPS > 0
@@ -87,6 +84,9 @@ def test_the_loophole_section_renders_its_counts_at_the_defaults(
         line = next(line for line in prose.splitlines() if line.startswith(f"- **{label}**"))
         assert f"from {first:.3f} over the first {window} steps to {last:.3f}" in line
         assert f"of the {skipped} rollouts that skipped `</think>`, it paid {paid}" in line
+    rose = prose.split("under the guide's grader the skip rate ", 1)[1].startswith("rose")
+    outcome = "may have found the hole" if rose else "did not find the hole"
+    assert prose.startswith(f"**The outcome:** in {LOOPHOLE_STEPS} steps, RL {outcome}")
 
     # Run again, unchanged: the stored counts come back; no training client is made.
     run_infos = sorted((tmp_path / "stack").rglob("run.json"))

@@ -1,10 +1,11 @@
-"""What notebook 04's text claims of a run at its defaults, checked on the executed notebook
-rather than by asserts in it: each claim is about random runs, so a learner who changes a
-seed must never meet an AssertionError over it. The notebook runs once, with every parameter
-at its default and a probe cell appended that prints the values each claim is about.
+"""What notebooks 04, 04b and 04c claim of runs at their defaults, checked on the executed
+notebooks rather than by asserts in them: each claim is about random runs, so a learner who
+changes a seed must never meet an AssertionError over it. Each notebook runs once, with every
+parameter at its default (04b on 04's run) and a probe cell appended that prints the values
+each claim is about.
 
-The loophole section's paid counts (the guide's grader pays skips, the fixed one none) are
-checked by tests/long/test_loophole.py; its skip rate under the fixed grader is checked here.
+04c's paid counts (the guide's grader pays skips, the fixed one none) are checked by
+tests/long/test_loophole.py; its skip rate under the fixed grader is checked here.
 """
 
 from __future__ import annotations
@@ -15,17 +16,23 @@ import pytest
 from local_stack.client.supervisor import stop_local_stack
 from tests.notebook_support import error_outputs, finish, kernel_env, papermill, probe, with_probe
 
-NOTEBOOK = "04_training_loop.ipynb"
 MIN_STEPS = 60  # the claims are made of runs of at least this many steps
-RUN_TIMEOUT_S = 3600  # the whole default notebook on a busy shared machine
+RUN_TIMEOUT_S = 3600  # a whole default notebook on a busy shared machine
 
-# Run in the notebook's namespace after its last cell: each claim's values, as plain JSON.
-PROBE_STEPS = """
+# Run in each notebook's namespace after its last cell: each claim's values, as plain JSON.
+PROBES = {
+    "04_training_loop.ipynb": """
 checked = {
     "backend": course.backend,
-    "completed": completed,
+    "completed": len(records),
     "temperature": cfg.temperature,
     "groups": [cfg.group_size, cfg.groups_per_step],
+    "weights_trained": not weights.empty,
+    "largest_weight_gap": None if weights.empty else float(largest),
+}
+""",
+    "04b_did_it_learn.ipynb": """
+checked = {
     "format_gain_low": {
         name: float(comparison["format"]["gain_interval"][0])
         for name, comparison in comparisons.items()
@@ -34,35 +41,44 @@ checked = {
     "known_pass_at_16": {
         key: float(gains["known facts, not trained"][key][-1]) for key in ("value", "low")
     } if pass_at_k_sets else None,
-    "weights_trained": not weights.empty,
-    "largest_weight_gap": None if weights.empty else float(largest),
+}
+""",
+    "04c_reward_hacking.ipynb": """
+checked = {
     "loophole_steps": loophole.get("steps"),
+    "loophole_groups": [loop.group_size, loop.groups_per_step],
     "skip_rate_moved": moved,
 }
-"""
+""",
+}
 
-pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 300)
+pytestmark = pytest.mark.timeout(3 * RUN_TIMEOUT_S + 300)
 
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The probe's values from one run of notebook 04 at its defaults, on a stack of its own."""
+    """The probes' values from one run of each notebook at its defaults, on a stack of their
+    own, in order (04b evaluates 04's run)."""
     folder = tmp_path_factory.mktemp("defaults")
-    notebook = with_probe(NOTEBOOK, folder, "checked", steps=PROBE_STEPS)
     env = kernel_env(folder)
+    values: dict = {}
     try:
-        code, log = finish(papermill(str(notebook), folder / "out.ipynb", {}, env), RUN_TIMEOUT_S)
+        for name, code in PROBES.items():
+            notebook = with_probe(name, folder, "checked", steps=code)
+            out = folder / f"out-{name}"
+            returned, log = finish(papermill(str(notebook), out, {}, env), RUN_TIMEOUT_S)
+            assert returned == 0, log[-3000:]
+            executed = nbformat.read(out, as_version=4)
+            assert not error_outputs(executed)
+            values |= probe(executed)
     finally:
         stop_local_stack(folder / "stack")
-    assert code == 0, log[-3000:]
-    executed = nbformat.read(folder / "out.ipynb", as_version=4)
-    assert not error_outputs(executed)
-    return probe(executed)
+    return values
 
 
 def test_the_held_out_format_rate_rises_on_every_set(checked: dict) -> None:
     """After 60 steps or more, locally, the held-out format rate rose beyond its interval."""
-    assert checked["backend"] == "local" and checked["completed"] >= MIN_STEPS
+    assert checked["completed"] >= MIN_STEPS
     flat = {name: low for name, low in checked["format_gain_low"].items() if low <= 0}
     assert not flat, f"the held-out format rate did not rise (interval from): {flat}"
 
@@ -85,7 +101,7 @@ def test_the_local_importance_weights_are_one_at_temperature_1(checked: dict) ->
 
 
 def test_the_fixed_grader_does_not_let_skipping_grow(checked: dict) -> None:
-    """In the loophole section's 60 steps or more of 8 groups of 8, the skip rate under the
-    fixed grader, which pays no skip, did not rise."""
-    assert checked["loophole_steps"] >= MIN_STEPS and checked["groups"] == [8, 8]
+    """In 04c's 60 steps or more of 8 groups of 8, the skip rate under the fixed grader, which
+    pays no skip, did not rise."""
+    assert checked["loophole_steps"] >= MIN_STEPS and checked["loophole_groups"] == [8, 8]
     assert checked["skip_rate_moved"]["fixed grader"] != "rose"

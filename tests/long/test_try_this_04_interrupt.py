@@ -27,7 +27,6 @@ NOTEBOOK = "04_training_loop.ipynb"
 RUN_NAME = "interrupted"
 STEPS = 4
 PARAMETERS = {**SMALL_PARAMETERS[NOTEBOOK], "steps": STEPS, "run_name": RUN_NAME}
-PARAMETERS["loophole_steps"] = 0  # the optional reward-hacking section: not what this is about
 LOOP_CELL = "for step in range(done, cfg.steps):"
 CELL_TIMEOUT_S = 900  # a busy two-core machine; no duration is asserted
 

@@ -41,9 +41,8 @@ NOTEBOOK = "08_ship_the_adapter.ipynb"
 KEEP = "Set `keep_on_sail = True`"
 RANK_64 = "a config that claims rank 64"
 # The bullet's two settings; the rest are notebook 04's defaults (at 60 steps or more it holds
-# its run to a held-out format gain, which smaller groups or evaluations need not show), but
-# for the optional reward-hacking section, skipped.
-LONGER_04 = {"steps": 150, "run_name": "longer", "loophole_steps": 0}
+# its run to a held-out format gain, which smaller groups or evaluations need not show).
+LONGER_04 = {"steps": 150, "run_name": "longer"}
 
 
 def parameter_names() -> set[str]:

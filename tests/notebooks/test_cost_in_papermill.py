@@ -96,7 +96,7 @@ def test_cloud_run_passing_its_budget_mid_way_stops_saved_and_resumes(
     records = _metrics(run)
     assert [r["step"] for r in records] == list(range(steps))
     assert records[: len(stopped)] == stopped  # nothing before the stop ran again
-    assert json.loads((run / "state.json").read_text())["eval_after"]["completed_steps"] == steps
+    assert json.loads((run / "state.json").read_text())["completed_steps"] == steps
 
 
 def test_02_in_the_cloud_samples_what_its_estimate_counts(local_stack, tmp_path: Path) -> None:

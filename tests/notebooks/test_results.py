@@ -1,8 +1,9 @@
 """Honest results: numbers that repeat, settings a run keeps, exercises that do what they
 say, and storage that cleans itself.
 
-Notebook 04's "Try this" bullets are executed here, literally, with small parameters, and
-checked for the change each announces; but for the first, interrupting the kernel mid-loop
+Notebook 04's "Try this" bullets are executed here, literally, with small parameters (and
+notebook 04b scores the base run), and checked for the change each announces; but for the
+first, interrupting the kernel mid-loop
 (test_try_this_04_interrupt.py, beside this file). Those of notebooks 01 and 02 run in
 tests/course/test_try_this_01.py and test_try_this_02.py. The notebook 04 runs
 share one runs folder and one local-stack storage folder, as a learner's would, so the last
@@ -19,11 +20,20 @@ import nbformat
 import pytest
 
 from local_stack.client.supervisor import stop_local_stack
-from tests.notebook_support import kernel_env, printed, run, small, succeeded
+from tests.notebook_support import (
+    assert_every_check_passes,
+    kernel_env,
+    printed,
+    run,
+    small,
+    solved_copy,
+    succeeded,
+)
 
 NOTEBOOK_03 = "04_training_loop.ipynb"
 # group_size 8 so that the group_size 2 exercise has a baseline with few degenerate groups.
 SMALL_03 = small(NOTEBOOK_03, group_size=8, run_name="base")
+SMALL_EVALUATION = small("04b_did_it_learn", run_name="base")  # notebook 04b, on the base run
 RUN_NAMES = ("base", "groups-of-2", "lr-x10", "temperature-0.5")  # sorted
 
 
@@ -68,6 +78,20 @@ def base(shared: Path) -> nbformat.NotebookNode:
     return succeeded(run_03(shared, "base.ipynb"))
 
 
+def evaluate(shared: Path, out_name: str, **changes: object) -> nbformat.NotebookNode:
+    """Notebook 04b (on the base run unless `changes` say otherwise): `make solutions`' copy,
+    so that it is also 04b's solved run."""
+    solved = solved_copy("04b_did_it_learn", shared / "solutions")
+    return run(solved, shared / out_name, {**SMALL_EVALUATION, **changes}, kernel_env(shared))
+
+
+@pytest.fixture(scope="module")
+def base_evaluated(base: nbformat.NotebookNode, shared: Path) -> nbformat.NotebookNode:
+    evaluated = succeeded(evaluate(shared, "base-evaluated.ipynb"))
+    assert_every_check_passes(evaluated, "04b_did_it_learn")  # pass_at_k's
+    return evaluated
+
+
 @pytest.fixture(scope="module")
 def groups_of_2(shared: Path) -> nbformat.NotebookNode:
     """Try this: `group_size = 2`, `run_name = "groups-of-2"` (more groups: a clear count)."""
@@ -92,28 +116,30 @@ def temperature_half(shared: Path) -> nbformat.NotebookNode:
     )
 
 
-HELD_OUT_CELLS = (
-    'eval_before = run.state()["eval_before"]',  # the scores before training
-    "comparisons = {name: compare(",  # gains with intervals, and the table
+HELD_OUT_CELLS = (  # notebook 04b's
+    "with_interval(comparison[score], 'gain')",  # gains with intervals, and the table
     "    verdict = (",  # the plain reading of each gain
 )
 
 
 def test_rerunning_a_finished_run_prints_identical_numbers(
-    base: nbformat.NotebookNode, shared: Path
+    base: nbformat.NotebookNode, base_evaluated: nbformat.NotebookNode, shared: Path
 ) -> None:
-    """Try this: run the notebook once more, unchanged: nothing trains, same numbers."""
+    """Try this: run the notebook once more, unchanged: nothing trains; 04b, run again,
+    measures nothing again and prints the same numbers."""
     tinker_runs_before = sorted((shared / "stack" / "tinker").iterdir())
     metrics_before = (shared / "runs" / "base" / "metrics.jsonl").read_text()
     again = succeeded(run_03(shared, "base-again.ipynb"))
+    evaluated_again = succeeded(evaluate(shared, "base-evaluated-again.ipynb"))
     for needle in HELD_OUT_CELLS:
-        first = printed(base, needle)
+        first = printed(base_evaluated, needle)
         assert "0." in first  # the cell did print scores
-        assert printed(again, needle) == first, needle
+        assert printed(evaluated_again, needle) == first, needle
     assert f"has finished its {SMALL_03['steps']} steps" in printed(again, "RunLog(cfg.run_name)")
     assert (shared / "runs" / "base" / "metrics.jsonl").read_text() == metrics_before
     # The only new training client is the run_step check's own (it trains one tiny step on a
-    # client of its own, never on the run's): the finished run itself made none.
+    # client of its own, never on the run's): the finished run made none, and 04b, whose
+    # scores were stored, made none either.
     new_clients = set((shared / "stack" / "tinker").iterdir()) - set(tinker_runs_before)
     assert len(new_clients) == 1
 
@@ -184,9 +210,9 @@ def test_try_temperature_half_samples_surer_tokens(
 
 
 def test_notebook_03_shows_the_figure_and_logs_train_step_metrics(
-    base: nbformat.NotebookNode, shared: Path
+    base: nbformat.NotebookNode, base_evaluated: nbformat.NotebookNode, shared: Path
 ) -> None:
-    figure_cell = next(c for c in base.cells if "summary_figure(" in c.source)
+    figure_cell = next(c for c in base_evaluated.cells if "summary_figure(" in c.source)
     assert any("image/png" in o.get("data", {}) for o in figure_cell.outputs)
     trained = [r for r in records(shared, "base") if not r["skipped"]]
     assert trained
@@ -199,6 +225,7 @@ def test_notebook_03_shows_the_figure_and_logs_train_step_metrics(
 
 def test_storage_holds_only_what_the_runs_need(
     base: nbformat.NotebookNode,
+    base_evaluated: nbformat.NotebookNode,
     groups_of_2: nbformat.NotebookNode,
     lr_x10: nbformat.NotebookNode,
     temperature_half: nbformat.NotebookNode,
@@ -217,7 +244,29 @@ def test_storage_holds_only_what_the_runs_need(
     files = [p for p in tinker.rglob("*") if p.is_file()]
     run_infos = [p for p in files if p.name == "run.json"]
     # One training client per run, and the run_step check's own in each of the five notebook 04
-    # runs (the unchanged re-run included, which trained nothing itself).
-    assert len(run_infos) == 4 + 5
+    # runs (the unchanged re-run included, which trained nothing itself); notebook 04b's four
+    # on the base run (the initial adapter and the trained state, for the held-out scores and
+    # for pass@k), which load states but save none.
+    assert len(run_infos) == 4 + 5 + 4
     assert sum(p.stat().st_size for p in files) < 4 * 2_000_000
     assert len(files) == 4 * 5 + len(run_infos)  # five files per training state
+
+
+def test_04b_evaluates_another_run_and_names_what_to_run_first(
+    lr_x10: nbformat.NotebookNode, shared: Path
+) -> None:
+    """Try this (04b): set `run_name` to another run of notebook 04; one it never trained stops
+    in one sentence naming notebook 04, with no traceback and no run folder made."""
+    other = succeeded(
+        evaluate(shared, "lr-x10-evaluated.ipynb", run_name="lr-x10", pass_at_k_problems=0)
+    )
+    assert "'lr-x10': " in printed(other, "RunLog(cfg.run_name)")
+    assert state(shared, "lr-x10")["eval_after"]["completed_steps"] == SMALL_03["steps"]
+    missing = evaluate(shared, "missing.ipynb", run_name="never-trained")
+    assert missing.metadata["exit_code"] != 0
+    [error] = [o for c in missing.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert error.ename == "CourseRunError" and len(error.traceback) == 1
+    assert "run notebooks/04_training_loop.ipynb with run_name = 'never-trained' first" in (
+        error.evalue
+    )
+    assert not (shared / "runs" / "never-trained").exists()

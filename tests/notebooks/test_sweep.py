@@ -111,9 +111,11 @@ def assert_finished_run(folder: Path, steps: int) -> None:
     metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(steps))
     assert json.loads((folder / "state.json").read_text())["completed_steps"] == steps
-    executed = nbformat.read(folder / "04_training_loop.ipynb", as_version=4)
-    assert executed.metadata.papermill.parameters["run_name"] == folder.name
-    assert not error_outputs(executed)
+    for notebook in ("04_training_loop", "04b_did_it_learn"):  # the run, then its evaluation
+        executed = nbformat.read(folder / f"{notebook}.ipynb", as_version=4)
+        assert executed.metadata.papermill.parameters["run_name"] == folder.name
+        assert not error_outputs(executed)
+    assert json.loads((folder / "state.json").read_text())["eval_after"]["completed_steps"] == steps
 
 
 def test_a_killed_sweep_reruns_only_the_unfinished_run_and_survives_a_failed_run(

@@ -12,6 +12,10 @@ import pytest
 from tests.notebook_source import NOTEBOOK_NAMES, code_cells
 
 FIRST_CODE_CELLS = 6
+# Issue 37 asks notebook 04 to define every `# @save` piece of its step before the loop that
+# calls it (as d2l does), so that an edited piece is the one the loop runs: its ten pieces,
+# the exercise and its check come first, and the loop is its first result.
+LATER = {"04_training_loop": 18}
 SAVE_MARK = "# @save"
 
 # notebook: (a line of the cell with the first meaningful output, what that output is)
@@ -22,7 +26,9 @@ FIRST_RESULT = {
         "the sampler checkpoint just written",
     ),
     "03_one_grpo_step": ("trajectory_groups = await sample_with_spread(", "one step's rollouts"),
-    "04_training_loop": ('if "eval_before" not in state:', "the base model's held-out scores"),
+    "04_training_loop": ("record, _ = await run_step(", "the loop's steps, plotted live"),
+    "04b_did_it_learn": ('(("base model", eval_before), ("after RL", eval_after))', "the scores"),
+    "04c_reward_hacking": ("GRADERS = {", "the two runs' skip rates"),
     "05_compare_runs": ("stored = stored_runs(measurement)", "the runs found, with their steps"),
     "06_faster_loops": ("runs[name] = await train_run(", "three schedules' times per step"),
     "07_sandboxed_rollouts": ("task = load_harbor_task(TASK_DIR)", "the task a sandbox runs"),
@@ -39,8 +45,9 @@ def test_first_meaningful_output_within_six_code_cells(name: str) -> None:
     needle, shows = FIRST_RESULT[name]
     cells = code_cells(name)
     [position] = [i for i, cell in enumerate(cells, 1) if needle in cell.source]
-    assert position <= FIRST_CODE_CELLS, (
+    allowed = LATER.get(name, FIRST_CODE_CELLS)
+    assert position <= allowed, (
         f"{name}: {shows} comes in code cell {position}; issue 28 asks for the first "
-        f"meaningful output within the first {FIRST_CODE_CELLS} code cells"
+        f"meaningful output within the first {allowed} code cells"
     )
     assert not cells[position - 1].source.startswith(SAVE_MARK), "a definition shows nothing"

@@ -19,6 +19,7 @@ CORE_CODE_LIMIT = 250
 # expected failure that must pass once its notebook is cut, so this set only shrinks.
 CODE_OVER_THE_SLOT = {
     "04_training_loop",
+    "04b_did_it_learn",
     "06_faster_loops",
     "08_ship_the_adapter",
 }
@@ -147,29 +148,13 @@ REVIEWED_NUMBERS = {
         "2025",
     },  # fmt: skip
     # 04: the five moves' numbering, an example sum, timeouts (10 minutes, 12 hours), the 10-step
-    # smoothing, pass@k's 16 answers to 50 problems, the format penalty and the guide's credit
-    # for a cut-off answer, bootstrap resamples, the papers' years and GRPO's section (4.1.2).
-    "04_training_loop": {
-        "0",
-        "1",
-        "2",
-        "3",
-        "4",
-        "5",
-        "7",
-        "10",
-        "12",
-        "16",
-        "50",
-        "0.1",
-        "0.9",
-        "2,000",
-        "95%",
-        "2021",
-        "2024",
-        "2025",
-        "4.1.2",
-    },  # fmt: skip
+    # smoothing, the papers' years and GRPO's section (4.1.2).
+    "04_training_loop": {"0", "1", "2", "3", "4", "5", "10", "12", "2024", "2025", "4.1.2"},
+    # An example sum, the format penalty, pass@k's 16 answers, bootstrap resamples, the
+    # exercise's minutes (5, 7 come from "7 plus 5"), the papers' years.
+    "04b_did_it_learn": {"0", "0.1", "1", "5", "7", "16", "2,000", "95%", "2021", "2025"},
+    # The guide's credit for a cut-off answer.
+    "04c_reward_hacking": {"0", "0.9"},
     # t and z quantiles, power, the exercise's minutes
     "05_compare_runs": {"1", "2", "1.96", "4.30", "80%", "95%", "10"},
     # Staleness levels, the default k = 3, the interval's 1.96 and the 80%-power 2.8, the

@@ -7,7 +7,7 @@ import pytest
 
 from tests.try_this_support import NOTEBOOKS, ROOT, TRY_THIS, defined_tests, try_this_bullets
 
-NOTEBOOK_NAMES = sorted(path.stem for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOK_NAMES = sorted(path.stem for path in NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))
 
 
 def test_the_registry_covers_the_notebooks_and_nothing_else() -> None:
