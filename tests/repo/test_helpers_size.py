@@ -13,9 +13,10 @@ GENERATED_HEADER = "# Generated from notebooks/"
 # The thin-helpers target. helpers/ is above it today, so its test is expected to fail;
 # strict, so that the day helpers/ meets it the marker has to go.
 TARGET_LINES = 1250
-# Until then, a ceiling: 2,749 lines on 2026-12-03, with room for the notebooks being split
-# and renumbered now to declare their parameters. Lower it as helpers/ shrinks.
-CEILING_LINES = 2800
+# Until then, a ceiling: 2,749 lines on 2026-12-03; 2,849 on 2026-12-04, after notebook 04's
+# split declared the parameters of two more notebooks and 06 and 08 new ones (all in
+# notebook_parameters.py). Lower it as helpers/ shrinks.
+CEILING_LINES = 2850
 
 
 def hand_written_lines() -> dict[str, int]:
