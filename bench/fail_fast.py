@@ -28,7 +28,7 @@ BAD_PARAMETERS = {
     "01_scoring.ipynb": ("group_size", "0"),
     "02_snapshot_and_serve.ipynb": ("temperature", "5"),
     "04_training_loop.ipynb": ("steps", "0"),
-    "07_sandboxed_rollouts.ipynb": ("group_size", "100"),
+    "08_sandboxed_rollouts.ipynb": ("group_size", "100"),
 }
 REPEATS = 3
 CELLS = {"awaiting": "import asyncio\nawait asyncio.sleep(120)", "blocking": "time.sleep(120)"}

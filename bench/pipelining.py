@@ -1,6 +1,6 @@
 """Overlapping sampling and training, measured: `python -m bench.pipelining`.
 
-Runs the course's pipelined loop (`helpers.pipelined`, built from notebook 06) three ways
+Runs the course's pipelined loop (`helpers.pipelined`, built from notebook 07) three ways
 side by side in one process, under the same simulated cloud latencies as the notebook's
 defaults: synchronous, 1 step stale, and k steps stale. For each it prints the time per
 step predicted from the synchronous run's sampling time S and Tinker time T (S + T,
@@ -36,7 +36,7 @@ async def run(args: argparse.Namespace) -> None:
     stack = start_local_stack()
     try:
         course = helpers.connect("local")  # reuses the stack started above
-        gc.collect()  # as notebook 06 does: no full collection pausing the runs
+        gc.collect()  # as notebook 07 does: no full collection pausing the runs
         gc.freeze()
         set_knobs(stack.url, latency=args.sample_latency, train_latency=args.train_latency)
         sail.tinker._POLL_INTERVAL_SECONDS = POLL_SECONDS

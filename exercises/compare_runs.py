@@ -1,4 +1,4 @@
-"""Notebook 05's exercises: is one run's held-out gain larger than another's, by more than
+"""Notebook 06's exercises: is one run's held-out gain larger than another's, by more than
 the held-out problems' noise?"""
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def _gain_cases() -> list[Case]:
 
 GAIN_DIFFERENCE = Exercise(
     name="gain_difference",
-    notebook="05_compare_runs",
+    notebook="06_compare_runs",
     minutes=10,
     reference=_gain_difference,
     cases=_gain_cases,
@@ -205,7 +205,7 @@ def _seed_cases() -> list[Case]:
 
 SEEDS_PER_SETTING = Exercise(
     name="seeds_per_setting",
-    notebook="05_compare_runs",
+    notebook="06_compare_runs",
     minutes=10,
     reference=_seeds_per_setting,
     cases=_seed_cases,

@@ -1,4 +1,4 @@
-"""Notebook 04b's exercise: pass@k, the chance that at least one of k answers is right,
+"""Notebook 05's exercise: pass@k, the chance that at least one of k answers is right,
 estimated without bias from n answers of which c are right."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def _cases() -> list[Case]:
 
 PASS_AT_K = Exercise(
     name="pass_at_k",
-    notebook="04b_did_it_learn",
+    notebook="05_did_it_learn",
     minutes=8,
     reference=pass_at_k,
     cases=_cases,

@@ -1,4 +1,4 @@
-"""Notebook 06's exercise: the one-step-ahead schedule, written by the learner.
+"""Notebook 07's exercise: the one-step-ahead schedule, written by the learner.
 
 The check drives the learner's schedule with stand-ins for Sail and Tinker that take a fixed
 number of turns of the event loop and write down, in order, what happened: `S1` when
@@ -151,7 +151,7 @@ async def _one_past_the_end(steps: int, sample: Sample, train: Train) -> list:
 
 SCHEDULE = Exercise(
     name="one_step_ahead",
-    notebook="06_faster_loops",
+    notebook="07_faster_loops",
     minutes=12,
     reference=_one_step_ahead,
     cases=_schedule_cases,

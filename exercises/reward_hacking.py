@@ -1,4 +1,4 @@
-"""Notebook 04c's exercise: did a rate (the share of rollouts that skip `</think>`) rise, fall,
+"""Notebook 10's exercise: did a rate (the share of rollouts that skip `</think>`) rise, fall,
 or move no more than its noise?"""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _cases() -> list[Case]:
 
 DIRECTION = Exercise(
     name="direction",
-    notebook="04c_reward_hacking",
+    notebook="10_reward_hacking",
     minutes=8,
     reference=direction,
     cases=_cases,

@@ -1,4 +1,4 @@
-"""Notebook 07's exercises: the sandboxed environment's step, written by the learner. First the
+"""Notebook 08's exercises: the sandboxed environment's step, written by the learner. First the
 rule that finds the script in a completion, then the step that runs it in the policy's
 sandbox and grades it where the policy cannot reach."""
 
@@ -109,7 +109,7 @@ def _stripped(completion: str, stopped: bool) -> str | None:
 
 SCRIPT = Exercise(
     name="bash_script",
-    notebook="07_sandboxed_rollouts",
+    notebook="08_sandboxed_rollouts",
     minutes=10,
     reference=bash_script,
     cases=_script_cases,
@@ -252,7 +252,7 @@ async def _no_timeout(script, sandbox, task, sandbox_factory, timeout_seconds):
 
 STEP = Exercise(
     name="run_and_grade",
-    notebook="07_sandboxed_rollouts",
+    notebook="08_sandboxed_rollouts",
     minutes=10,
     reference=run_and_grade,
     cases=_step_cases,

@@ -1,4 +1,4 @@
-"""Notebook 08's exercise: score the very tokens Sail sampled with the converted adapter, the
+"""Notebook 09's exercise: score the very tokens Sail sampled with the converted adapter, the
 per-token logprobs that the parity check compares with Sail's and Tinker's."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _normalised_over_positions(logits_TV: torch.Tensor, tokens_T: torch.Tensor, 
 
 COMPLETION_LOGPROBS = Exercise(
     name="completion_logprobs",
-    notebook="08_ship_the_adapter",
+    notebook="09_ship_the_adapter",
     minutes=10,
     reference=_completion_logprobs,
     cases=_logprob_cases,

@@ -9,7 +9,7 @@
                           what the taught loops draw, store, show, measure and guard against
     errors, sdk_noise     one-sentence errors, and quiet SDK notices the course explains
     adapter_export, sail_http, effect_size
-                          notebook 08's export, its raw Sail requests (with the table of
+                          notebook 09's export, its raw Sail requests (with the table of
                           documented and guessed fields), and when a comparison decides
     orca_answers          orca-math-style answers for notebook 01's `final_answer`
 

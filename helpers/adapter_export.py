@@ -1,4 +1,4 @@
-"""Notebook 08's export: how big a Tinker archive and its PEFT export are before anything is
+"""Notebook 09's export: how big a Tinker archive and its PEFT export are before anything is
 downloaded, room on disk and in memory for the conversion, and the base-model directory
 `tinker_cookbook.weights.build_lora_adapter` converts against.
 

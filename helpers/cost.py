@@ -7,7 +7,7 @@ and source); none is invented. In the cloud a run whose sampled-token ceiling pa
 budget stops before its first paid request, in one sentence; locally the estimate is only
 printed. Counted beside the tokens, with no price known: the adapter archive Tinker builds and
 Sail downloads per sampler checkpoint served (its size assumed, `ASSUMED_ADAPTER_ARCHIVE_GB`),
-PEFT exports hosted on Sail (notebook 08), forward passes outside training, and Sailboxes
+PEFT exports hosted on Sail (notebook 09), forward passes outside training, and Sailboxes
 (`describe_sandboxes`). The budget caps sampled tokens only.
 """
 
@@ -24,7 +24,7 @@ PRICES_PATH = Path(__file__).resolve().parent / "prices.json"
 # Held-out sets a notebook-04 evaluation scores: locally known facts RL never trains on,
 # unseen facts and seen facts in new wording; in the cloud orca-math has only unseen ones.
 HELD_OUT_SETS = {"local": 3, "cloud": 1}
-# Large enough for the cloud defaults of every notebook (notebook 06's is the largest,
+# Large enough for the cloud defaults of every notebook (notebook 07's is the largest,
 # 808 rollouts of at most 1,024 tokens), small enough that a mistyped parameter is caught.
 DEFAULT_BUDGET_SAMPLED_TOKENS = 1_000_000
 # An assumption, not a documented size: a rank-32 Kimi K2.6 LoRA has the parameters the

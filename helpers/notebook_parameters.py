@@ -119,7 +119,7 @@ EVAL_SAMPLES = Parameter(
 EXAMPLE_INDEX = Parameter(
     0, problems(TRAIN_PROBLEMS, "training", index=True), "which training problem to use"
 )
-# Notebook 08 compares base and adapter on notebook 04's known facts (the local data's 393),
+# Notebook 09 compares base and adapter on notebook 04's known facts (the local data's 393),
 # or, in the cloud, which has none, on the held-out rows.
 COMPARED_PROBLEMS = {"local": 393, "cloud": HELD_OUT_PROBLEMS["cloud"]}
 RUN_NAME = Parameter(
@@ -191,7 +191,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         # `sweep` fits sweeps/default.toml's six runs in a few minutes on a busy two-core
         # machine (docs/runs.md), `tiny-sweep` the four of `make run`'s. `long-sweep` keeps
         # the defaults' rollouts and held-out problems and cuts the steps to 40: long enough
-        # for the learning rates of sweeps/stored.toml to differ, whose six runs notebook 05
+        # for the learning rates of sweeps/stored.toml to differ, whose six runs notebook 06
         # reads from measurements/stored_sweep.json.
         "steps": _with(
             Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),
@@ -209,7 +209,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "seed": _with(SEED, doc="picks each step's problems and the held-out ones"),
         "eval_problems": _with(
             EVAL_PROBLEMS,
-            doc="held-out problems notebook 04b scores before and after training",
+            doc="held-out problems notebook 05 scores before and after training",
             small=10,
             rehearsal=4,
             tiny_sweep=30,
@@ -219,7 +219,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         "completion_window": COMPLETION_WINDOW,
         "budget_sampled_tokens": _with(BUDGET, doc=BUDGET.doc + ", and mid-run once it has"),
     },
-    "04b_did_it_learn": {
+    "05_did_it_learn": {
         "backend": BACKEND,
         "run_name": _with(RUN_NAME, doc="the notebook 04 run to evaluate (runs/<run_name>/)"),
         "pass_at_k_problems": _with(
@@ -234,7 +234,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         ),
         "budget_sampled_tokens": BUDGET,
     },
-    "04c_reward_hacking": {
+    "10_reward_hacking": {
         "backend": _with(BACKEND, doc='"local" only: in the cloud, two more runs would cost money'),
         "run_name": _with(RUN_NAME, value="loophole", doc="runs/<run_name>/: the two runs' counts"),
         "loophole_steps": _with(
@@ -248,7 +248,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             rehearsal=2,
         ),
     },
-    "05_compare_runs": {
+    "06_compare_runs": {
         "backend": Parameter("local", OneOf(BACKENDS), "compare the runs made on this backend"),
         "runs": Parameter(
             "sweep-*",
@@ -265,7 +265,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
             5, Whole(1, 100), "training curves: mean over the last this many steps (1: raw)"
         ),
     },
-    "06_faster_loops": {
+    "07_faster_loops": {
         "backend": BACKEND,
         "steps": _with(
             Parameter(
@@ -331,7 +331,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         ),
         "budget_sampled_tokens": BUDGET,
     },
-    "07_sandboxed_rollouts": {
+    "08_sandboxed_rollouts": {
         "backend": BACKEND,
         "steps": _with(
             Parameter(None, STEPS, "optimizer steps", local=15, cloud=3), small=2, rehearsal=3
@@ -388,7 +388,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         ),
         "budget_sampled_tokens": BUDGET,
     },
-    "08_ship_the_adapter": {
+    "09_ship_the_adapter": {
         "backend": BACKEND,
         "run_name": _with(RUN_NAME, doc="the notebook 04 run to ship"),
         "short_run_steps": _with(
@@ -563,7 +563,7 @@ def _spend_04(cfg: Any) -> None:
         adapter_archives=cfg.steps,  # a sampler checkpoint per step
         flex_rollouts=cfg.steps * rollouts_per_step * (cfg.completion_window == "flex"),
     )
-    print("  not counted: notebook 04b's held-out evaluations (it counts them)")
+    print("  not counted: notebook 05's held-out evaluations (it counts them)")
 
 
 def _spend_04b(cfg: Any) -> None:
@@ -605,7 +605,7 @@ def _spend_06(cfg: Any) -> None:
     )
 
 
-# The tamper strategies notebook 07's optional cell grades: `len(shell_tasks.tamper.STRATEGIES)`,
+# The tamper strategies notebook 08's optional cell grades: `len(shell_tasks.tamper.STRATEGIES)`,
 # written here because shell_tasks imports helpers (tests/course/test_cost.py holds them equal).
 TAMPER_STRATEGIES = 9
 # The cases of 07's step exercise (`exercises.sandboxed_rollouts`), a policy sandbox each;
@@ -674,8 +674,8 @@ SPEND: dict[str, Callable[[Any], None]] = {
     "02_snapshot_and_serve": _spend_02,
     "03_one_grpo_step": _spend_03,
     "04_training_loop": _spend_04,
-    "04b_did_it_learn": _spend_04b,
-    "06_faster_loops": _spend_06,
-    "07_sandboxed_rollouts": _spend_07,
-    "08_ship_the_adapter": _spend_08,
+    "05_did_it_learn": _spend_04b,
+    "07_faster_loops": _spend_06,
+    "08_sandboxed_rollouts": _spend_07,
+    "09_ship_the_adapter": _spend_08,
 }

@@ -37,7 +37,7 @@ MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 # Every rollout of a batch is in flight at once: the kernel and the services handle this many.
 MAX_GROUP_SIZE = 64
 MAX_ROLLOUTS_PER_BATCH = 4096
-# The held-out scores notebook 04 stores, which notebook 05 compares.
+# The held-out scores notebook 05 stores, which notebook 06 compares.
 HELD_OUT_METRICS = ("reward", "correct", "format", "correct_given_format")
 
 
@@ -254,13 +254,13 @@ def problems(
 
 @described("2 to steps - 1")
 def fewer_than_steps(name: str, value: object, checking: Checking) -> None:
-    """Notebook 06's staleness: k = 1 is its second run already; the third shows what more
+    """Notebook 07's staleness: k = 1 is its second run already; the third shows what more
     batches in flight do, and a run of `steps` steps has at most steps - 1 in flight."""
     Whole(2, checking.value("steps") - 1, why="at most steps - 1")(name, value)
 
 
 def training_pool(counts: dict[str, int]) -> Rule:
-    """Notebook 06's fixed problems: at most every training problem the backend loads, and
+    """Notebook 07's fixed problems: at most every training problem the backend loads, and
     at least one step's worth (`groups_per_step`), since each step draws that many."""
 
     def rule(name: str, value: object, checking: Checking) -> None:
@@ -276,9 +276,9 @@ def training_pool(counts: dict[str, int]) -> Rule:
 
 
 STEPS = Whole(1, 10_000, none_ok=True)
-# The first step fills notebook 06's pipeline; two more show its pace.
+# The first step fills notebook 07's pipeline; two more show its pace.
 PIPELINE_STEPS = Whole(3, 10_000, none_ok=True)
-# Notebook 06 and 07's simulated waits: longer ones would make a run take many minutes.
+# Notebook 07 and 08's simulated waits: longer ones would make a run take many minutes.
 SIMULATED_SECONDS = Number(0.0, 60.0)
 RUN_PATTERN = r"[A-Za-z0-9_.*?\[\]-]{1,64}"  # a glob that can only match a run's folder
 

@@ -1,4 +1,4 @@
-# Generated from notebooks/06_faster_loops.ipynb by `make helpers`. Do not edit: change
+# Generated from notebooks/07_faster_loops.ipynb by `make helpers`. Do not edit: change
 # the `# @save` cells there, then run `make helpers` again.
 """The training loop with sampling overlapped: batches sampled up to k steps ahead.
 

@@ -30,7 +30,7 @@ def new_run_id() -> str:
 def run_id(run_name: str) -> str:
     """The id of run `run_name` in this process: the one its folder records once
     `RunLog.resume` has started or resumed it, else a fresh one kept for the process's life
-    (a run with no folder, such as notebook 06's, never resumes)."""
+    (a run with no folder, such as notebook 07's, never resumes)."""
     return _RUN_IDS.setdefault(run_name, new_run_id())
 
 

@@ -1,6 +1,6 @@
 """The raw HTTP requests the course sends to Sail, and the table of what each one's fields rest on.
 
-The `sail` SDK has no calls for uploading a LoRA, so notebook 08 makes those requests itself,
+The `sail` SDK has no calls for uploading a LoRA, so notebook 09 makes those requests itself,
 with the SDK's endpoint and key (`SAIL_API_URL`, `SAIL_API_KEY`). Every request shape the
 course sends is in `REQUEST_SHAPES`, each field marked documented (with its source) or
 guessed; `tests/repo/test_sdk_drift.py` fails when the course sends a shape or a field that is not

@@ -32,7 +32,7 @@ def pass_at_k_curve(
     independent), with a fixed seed. Given `baseline` (the same problems in the same order,
     scored by other weights), the curve and interval are of the gain, problems - baseline,
     each resample taking the same problems from both. `estimate(samples, correct, k)` is
-    one problem's pass@k (notebook 04b passes the learner's).
+    one problem's pass@k (notebook 05 passes the learner's).
     """
 
     def per_problem(counts: list[dict]) -> np.ndarray:  # problems x k

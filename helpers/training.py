@@ -1,9 +1,9 @@
 # Generated from notebooks/04_training_loop.ipynb and
-# notebooks/04b_did_it_learn.ipynb by `make helpers`. Do not edit: change
+# notebooks/05_did_it_learn.ipynb by `make helpers`. Do not edit: change
 # the `# @save` cells there, then run `make helpers` again.
 """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Also the held-out evaluation that notebook 04b runs on the base and the trained weights.
+Also the held-out evaluation that notebook 05 runs on the base and the trained weights.
 """
 
 import asyncio
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np  # noqa: F401 (notebook 04b's evaluation uses it)
+import numpy as np  # noqa: F401 (notebook 05's evaluation uses it)
 import tinker  # noqa: F401 (run_step's solution sends tinker.Datum)
 import torch
 from tinker_cookbook.exceptions import AllTrajectoriesFailedError
@@ -21,7 +21,7 @@ from tinker_cookbook.rl.metrics import compute_kl_sample_train
 from tinker_cookbook.rl.rollout_strategy import MinViableGroup
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
-from tinker_cookbook.rl.types import (  # noqa: F401 (04b's evaluation uses Trajectory)
+from tinker_cookbook.rl.types import (  # noqa: F401 (05's evaluation uses Trajectory)
     EnvGroupBuilder,
     Trajectory,
     TrajectoryGroup,
@@ -30,7 +30,7 @@ from tinker_cookbook.rl.types import (  # noqa: F401 (04b's evaluation uses Traj
 from helpers.cost import sampled_tokens  # noqa: F401 (run_step's solution uses it)
 from helpers.rollout_failures import CountingPolicy
 from helpers.runlog import run_id
-from helpers.scoring import MathGroupBuilder, final_answer  # noqa: F401 (04b uses final_answer)
+from helpers.scoring import MathGroupBuilder, final_answer  # noqa: F401 (05 uses final_answer)
 from helpers.serving import ROLLOUT_TIMEOUT_S, SnapshotCompleter, sail_policy
 
 

@@ -8,8 +8,8 @@ Kimi K2-shaped model (`kimi.architecture.TINY_MOE`) holds: the two files the con
 projection as one 3-D tensor and the hidden-side factor shared by all experts (leading size
 1), in float32 like the stack's other archives. `write_base_model_stand_in` writes the
 model's `config.json` and one safetensors file with an empty tensor under each weight name,
-which is all the converter reads of a base model (as notebook 08's cloud stand-in for Kimi
-K2.6). Notebook 08 converts the pair, and tests/course/test_kimi_export.py checks the copies.
+which is all the converter reads of a base model (as notebook 09's cloud stand-in for Kimi
+K2.6). Notebook 09 converts the pair, and tests/course/test_kimi_export.py checks the copies.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The real `tinker` and `sail` SDKs talk to it unchanged over HTTP on one 127.0.0.
 processes use this package: the server (everything but `client/`), and each kernel or script
 that uses the stack (`client/`, the services' client side). The course imports only
 `local_stack.client`, and only from `helpers.backend` (`connect("local")` and the calls that
-read the tiny model) and `shell_tasks.sandboxes` (notebook 07's local sandbox).
+read the tiny model) and `shell_tasks.sandboxes` (notebook 08's local sandbox).
 
     client/      what runs in a kernel, never in the server: the supervisor that starts and
                  stops the server, the watch that stops a cell when it dies, the control

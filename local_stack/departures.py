@@ -9,7 +9,7 @@ optimizer state), sessions, futures and stored responses. Nobody can ask for the
 a client's name is random per process (`config.process_client`) and dies with it.
 
 What stays: checkpoints and run records on disk. A later kernel resumes from the state a
-dead one saved (notebook 04 after a crash), and notebook 08 ships the adapter 04's kernel
+dead one saved (notebook 04 after a crash), and notebook 09 ships the adapter 04's kernel
 trained, so they are not the departed client's alone; their TTLs and per-client caps bound
 them instead. A name that never registered (a shell pointed at the stack by hand, or a
 made-up key) never departs: its resources are bounded by the per-client caps only.

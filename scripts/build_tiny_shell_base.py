@@ -1,4 +1,4 @@
-"""Build notebook 07's tiny shell policy: `python scripts/build_tiny_shell_base.py`.
+"""Build notebook 08's tiny shell policy: `python scripts/build_tiny_shell_base.py`.
 
 A second base model for the local stack, served as `course/tiny-shell` beside the arithmetic
 one (`local_stack.engine.model.BASE_MODEL_DIRS`). Its vocabulary is the real Kimi K2.6 ids of

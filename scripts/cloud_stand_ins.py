@@ -3,7 +3,7 @@ rehearse the cloud path against the local stack.
 
 The SDKs' base URLs and keys come from the environment (`start_local_stack` points them at
 the stack, with its fake keys). What remains out of reach here: orca-math (the Hugging Face
-hub), the Kimi K2.6 tokenizer's remote code, Kimi K2.6's weights index (for notebook 08's
+hub), the Kimi K2.6 tokenizer's remote code, Kimi K2.6's weights index (for notebook 09's
 conversion, whose disk and memory checks then measure the tiny archive), and Sailboxes.
 `use_local_stand_ins` supplies all four in-process, so a notebook's own code runs unchanged;
 a kernel loads them first through an IPython startup file (`write_kernel_startup`).
@@ -35,7 +35,7 @@ def use_local_stand_ins() -> None:
     # The adapter a cloud-path run converts is the local model's, so the stand-in for the
     # base model (`helpers.adapter_export.cloud_base_model_dir`) gets the tiny model's files.
     huggingface_hub.hf_hub_download = _tiny_model_file
-    # So the room notebook 08 checks for before converting is the tiny archive's too: Kimi
+    # So the room notebook 09 checks for before converting is the tiny archive's too: Kimi
     # K2.6's (about 55 GB of memory) would stop the rehearsal on any ordinary machine.
     import helpers.adapter_export as export
 

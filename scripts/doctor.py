@@ -235,12 +235,12 @@ def check_proxy() -> Result:
 
 
 def check_sandbox() -> Result:
-    """Notebook 07's local sandbox: bubblewrap 0.8+ and unprivileged user namespaces."""
+    """Notebook 08's local sandbox: bubblewrap 0.8+ and unprivileged user namespaces."""
     if system() != "Linux":
         return Result(
             "warn",
             f"sandbox: the local sandbox needs Linux, this is {system()}",
-            "notebook 07 runs its sandboxed commands only in the cloud here (on Windows, "
+            "notebook 08 runs its sandboxed commands only in the cloud here (on Windows, "
             "run the course in WSL2)",
         )
     version = bubblewrap_version()

@@ -66,7 +66,7 @@ BOXES = {
         0.3,
         4.4,
         2.6,
-        "Sandbox (notebook 07)",
+        "Sandbox (notebook 08)",
         (
             "runs model-written scripts",
             "no network, limits on time,",

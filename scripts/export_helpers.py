@@ -65,12 +65,12 @@ Notebook 04 calls `sail_policy` at the start of every training step.
         "training.py",
         """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Also the held-out evaluation that notebook 04b runs on the base and the trained weights.
+Also the held-out evaluation that notebook 05 runs on the base and the trained weights.
 """,
-        also=("04b_did_it_learn.ipynb",),
+        also=("05_did_it_learn.ipynb",),
     ),
     TaughtModule(
-        "06_faster_loops.ipynb",
+        "07_faster_loops.ipynb",
         "pipelined.py",
         """The training loop with sampling overlapped: batches sampled up to k steps ahead.
 

@@ -76,7 +76,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "_settings_differ",
         "_write_atomically",
     ),
-    # The pipeline's staleness bound and what a pipelined step records (notebook 06).
+    # The pipeline's staleness bound and what a pipelined step records (notebook 07).
     "helpers/pipelined.py": (
         "predicted_seconds_per_step",
         "train_on_batch",

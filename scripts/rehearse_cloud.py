@@ -8,11 +8,11 @@ for Tinker) as TINKER_API_KEY and SAIL_API_KEY, all in the environment the kerne
 never as parameters. Each kernel first loads `scripts/cloud_stand_ins.py`: orca-math rows,
 the Kimi K2.6 tokenizer and Sailboxes answered on this machine. So every cloud branch runs:
 the key checks, the cost estimates, sampling on Sail from signed URLs, sail's own
-`TinkerSandbox`, and notebook 08's upload, validation and delete on Sail's LoRA API.
+`TinkerSandbox`, and notebook 09's upload, validation and delete on Sail's LoRA API.
 Before the notebooks, the tamper suite runs on stand-in Sailboxes (`scripts/rehearse_tamper.py`)
-when notebook 07 is among them.
+when notebook 08 is among them.
 
-First a tiny cloud sweep runs for notebook 05 to compare. Executed notebooks, run folders
+First a tiny cloud sweep runs for notebook 06 to compare. Executed notebooks, run folders
 and the stack's storage and log go to `runs/rehearse-cloud-<timestamp>/` (or under `--out`).
 One line per notebook says how long it took and whether it ran (if not, the failing cell's
 id and error); the exit code is 1 if any failed.
@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Each notebook runs at its `rehearsal` size profile (helpers/notebook_parameters.py): enough
 # for every cell to run once, within the local model's context. The sweep runs notebook 04's
-# two settings by two seeds (the least for which notebook 05 measures the spread between seeds
+# two settings by two seeds (the least for which notebook 06 measures the spread between seeds
 # and compares settings against it), at the same profile.
 SIZE = "rehearsal"
 SWEEP_JOBS = 2
@@ -97,9 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         start_local_stack()  # and point the SDKs' URLs and keys at it
         try:
-            if selected("07_sandboxed_rollouts", prefixes):
+            if selected("08_sandboxed_rollouts", prefixes):
                 failed = rehearse_tamper_suite()
-            if selected("05_compare_runs", prefixes):
+            if selected("06_compare_runs", prefixes):
                 failed = run_tiny_sweep(f"{stamp}-sweep", "cloud", SIZE, SWEEP_JOBS) or failed
             failed = run_all(out_dir, given, prefixes, SIZE) or failed
         finally:

@@ -1,8 +1,8 @@
 """Execute every course notebook in order with papermill, on the local backend.
 
 `make run` calls this. Executed notebooks go to `runs/<timestamp>/`, and so does
-notebook 04's run folder (metrics, figure), because its `run_name` is that timestamp; 04b
-then evaluates that run. The optional 04c (`OPTIONAL_NOTEBOOKS`) is left out.
+notebook 04's run folder (metrics, figure), because its `run_name` is that timestamp; 05
+then evaluates that run. The optional 10 (`OPTIONAL_NOTEBOOKS`) is left out.
 One line per notebook says how long it took and whether it ran. Extra `-p name value`
 pairs are passed to every notebook that has that parameter.
 
@@ -34,15 +34,15 @@ from sweeps.notebook_runs import ROOT, execute, local_stack_for
 # notebook set a difference between settings against the noise between seeds.
 TINY_SWEEP = {"learning_rate": [1e-3, 3e-3], "seed": [0, 1]}
 
-# Optional notebooks `make run` leaves out (the cloud rehearsal runs them too): 04c trains two
+# Optional notebooks `make run` leaves out (the cloud rehearsal runs them too): 10 trains two
 # more runs for minutes to test a grader's hole.
-OPTIONAL_NOTEBOOKS = ("04c_reward_hacking.ipynb",)
+OPTIONAL_NOTEBOOKS = ("10_reward_hacking.ipynb",)
 
 # Notebooks that train a run of their own, beside notebook 04's: each gets the given run_name
 # with this suffix, so its metrics.jsonl never lands in notebook 04's run folder.
 OWN_RUN_FOLDER = {
-    "04c_reward_hacking.ipynb": "loophole",
-    "07_sandboxed_rollouts.ipynb": "sandboxed-shell",
+    "10_reward_hacking.ipynb": "loophole",
+    "08_sandboxed_rollouts.ipynb": "sandboxed-shell",
 }
 
 

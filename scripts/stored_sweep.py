@@ -1,4 +1,4 @@
-"""Notebook 05's stored comparison: a sweep of runs long enough to differ, kept in
+"""Notebook 06's stored comparison: a sweep of runs long enough to differ, kept in
 measurements/stored_sweep.json with the command, date and commit.
 
 Runs the grid file sweeps/stored.toml exactly as `make sweep SWEEP="--grid sweeps/stored.toml"`

@@ -13,7 +13,7 @@ local sandbox (`shell_tasks.sandboxes.sandbox_factory("local")`, no network) and
 With `--seeds 0 1 2 3 4` it repeats the run per seed and counts the seeds whose held-out gain
 has its 95% interval above 0 (issue 29 asks for at least 4 of 5), and stores every seed's
 summary in measurements/shell_policy_seeds.json, with the command, date and commit, for
-notebook 07 to render.
+notebook 08 to render.
 It exits 1 when the first run's last-third mean reward does not exceed its first third's by
 `--min-rise` (0.15): a check that the loop learns, for CI or a changed model.
 """

@@ -1,4 +1,4 @@
-"""Notebook 07's sandboxed shell tasks: a Harbor task, run by a policy in a sandbox, graded.
+"""Notebook 08's sandboxed shell tasks: a Harbor task, run by a policy in a sandbox, graded.
 
     harbor_task      read a task in Harbor's layout and run its verifier (tests/test.sh)
     shell_env        the one-turn RL environment whose action is a bash script

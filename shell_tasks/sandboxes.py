@@ -1,4 +1,4 @@
-"""Where notebook 07's sandboxes come from: Sailboxes without network, or the local sandbox.
+"""Where notebook 08's sandboxes come from: Sailboxes without network, or the local sandbox.
 
 The guide's factory, `functools.partial(sail.tinker_sandbox_factory, size="s")`, creates
 each Sailbox without an egress policy, and a Sailbox created without one can reach every

@@ -1,6 +1,6 @@
-"""A scripted policy for notebook 07: a stand-in for a model that writes shell scripts.
+"""A scripted policy for notebook 08: a stand-in for a model that writes shell scripts.
 
-The tiny local model knows arithmetic, not shell, so on the local backend notebook 07's
+The tiny local model knows arithmetic, not shell, so on the local backend notebook 08's
 policy picks one of a few hand-written replies at random. It is a `TokenCompleter`, the
 interface the cookbook's rollouts sample from, and runs in the notebook's own process: no
 server is involved. Its tokens are real Kimi K2.6 ids from the course's tokenizer, and its

@@ -11,7 +11,7 @@ closed `</think>`, in a reply that stopped on its stop token. Text outside the b
 included, is never executed; a reply cut off or still thinking, or one without a block, runs
 nothing but the tests. A script that runs past its timeout earns 0 ungraded (`run_and_grade`).
 
-Notebook 07's learner writes those two functions (exercises/sandboxed_rollouts.py); the
+Notebook 08's learner writes those two functions (exercises/sandboxed_rollouts.py); the
 environment takes whichever the check chose, so the learner's own rule and step are what run.
 
 The group builder takes any sandbox factory with `sail.tinker_sandbox_factory`'s shape

@@ -5,5 +5,5 @@
     compare       held-out gains with 95% intervals, differing settings, seed spread
     notebook_runs a notebook under papermill, and the local stack its kernels share
 
-Notebook 05 teaches with `runs` and `compare`; `make run` uses `runner` for its tiny sweep.
+Notebook 06 teaches with `runs` and `compare`; `make run` uses `runner` for its tiny sweep.
 """

@@ -1,5 +1,5 @@
 """Compare runs fairly: held-out gains with 95% intervals, the settings that differ, and how
-far apart runs land that differ only in their seed. Notebook 05 teaches with these.
+far apart runs land that differ only in their seed. Notebook 06 teaches with these.
 
 An interval here treats the held-out *problems* as the unit, not the samples: the samples of
 one problem share its difficulty, so they are not independent draws. Each score is a ratio
@@ -25,7 +25,7 @@ from sweeps.runs import Run
 
 CONFIDENCE = 0.95  # every interval here is a two-sided 95% interval
 POWER = 0.8  # the seed rule: the chance of telling apart two settings that truly differ
-# Each held-out score as a ratio of two counts notebook 04 stores per problem.
+# Each held-out score as a ratio of two counts notebook 05 stores per problem.
 RATIOS = {
     "reward": ("reward", "samples"),
     "correct": ("correct", "samples"),
@@ -188,7 +188,7 @@ def seeds_needed(spread: float, difference: float, power: float = POWER) -> int:
 
 
 def shown_table(table: pd.DataFrame, settings: list[str], sets: list[str]) -> pd.DataFrame:
-    """`comparison_table` as notebook 05 shows it: the settings that differ, the steps, and
+    """`comparison_table` as notebook 06 shows it: the settings that differ, the steps, and
     per held-out set "before -> after" and "gain ± half-width" (? for a score not measured)."""
     shown = table[[*settings, "steps"]].copy()
     for name in sets:

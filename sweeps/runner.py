@@ -11,8 +11,8 @@ A grid file (TOML) has a `name`, a size `profile` of notebook 04 (declared with 
 parameters, `helpers.notebook_parameters`; `--profile` names another) and a `[parameters]`
 table on top of it; `-p NAME VALUE...` adds to that table or replaces its entry. One value
 holds in every run, several give one run per value, and runs are every combination. Each run
-is notebooks/04_training_loop.ipynb under papermill, then notebooks/04b_did_it_learn.ipynb
-(the held-out evaluation that notebook 05 compares; pass@k left out), named
+is notebooks/04_training_loop.ipynb under papermill, then notebooks/05_did_it_learn.ipynb
+(the held-out evaluation that notebook 06 compares; pass@k left out), named
 `<name>-<parameter><value>-...` after the parameters that vary, in its own folder under runs/
 (COURSE_RUNS_DIR), where its executed notebooks are kept beside its metrics and state.
 
@@ -56,10 +56,10 @@ from sweeps.runs import notebook_defaults, read_run
 NOTEBOOK = ROOT / "notebooks" / "04_training_loop.ipynb"
 # Scores each run on its held-out problems, before and after, into its state.json; a sweep
 # compares held-out gains only, so it skips pass@k (0 problems), the notebook's slowest part.
-EVALUATION = ROOT / "notebooks" / "04b_did_it_learn.ipynb"
+EVALUATION = ROOT / "notebooks" / "05_did_it_learn.ipynb"
 EVALUATION_PARAMETERS = {"pass_at_k_problems": 0}
 DEFAULT_GRID = ROOT / "sweeps" / "default.toml"
-COMPARE_NOTEBOOK = "notebooks/05_compare_runs.ipynb"
+COMPARE_NOTEBOOK = "notebooks/06_compare_runs.ipynb"
 # How many runs at once, unless --jobs says otherwise. The local stack computes on one
 # thread, so a second run mostly queues behind the first: measured on two busy cores, two
 # runs at once made each step 1.4-1.6x slower and the pair finished ~1.35x sooner than in

@@ -65,7 +65,7 @@ class Run:
             return f"unfinished: {self.completed_steps} of {asked} steps done"
         if after is None:
             if "settings" not in self.state:  # written before notebook 04 stored its settings
-                return "its notebook 04 printed the after-training scores but did not store them"
+                return "its notebook 05 printed the after-training scores but did not store them"
             return "not evaluated after training yet"
         measured_at = after.get("completed_steps", self.completed_steps)
         if measured_at != self.completed_steps:

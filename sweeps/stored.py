@@ -1,4 +1,4 @@
-"""A sweep's runs kept in a measurement file, so that notebook 05 compares runs long enough to
+"""A sweep's runs kept in a measurement file, so that notebook 06 compares runs long enough to
 differ without waiting for them: `scripts/stored_sweep.py` writes the file from the run
 folders of `sweeps/stored.toml`, and `stored_runs` reads it back as `Run`s, which the
 comparison code (`sweeps.compare`) takes as it takes run folders.

@@ -1,4 +1,4 @@
-"""Notebook 07's containment table, built from given rows (one row per attempt, each column at
+"""Notebook 08's containment table, built from given rows (one row per attempt, each column at
 a harmless default unless the row says otherwise), and the check of what the notebook says of
 it, which the tests run on such tables and on the executed notebook's own."""
 
@@ -35,7 +35,7 @@ def assert_contained(
     memory_peak_bytes: int | None = None,
     limits: Any = None,
 ) -> None:
-    """What notebook 07 says of its containment table (`outcome`, by attempt), checked: the
+    """What notebook 08 says of its containment table (`outcome`, by attempt), checked: the
     claims that hold on any machine, however busy. Not checked: how soon a timed-out command
     returned (wall-clock time), or whether the fork bomb reached the process limit before its
     timeout (a busy machine may not fork that fast)."""

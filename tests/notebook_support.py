@@ -41,8 +41,8 @@ SMALL_PARAMETERS = {
     "02_snapshot_and_serve.ipynb": small("02_snapshot_and_serve", example_index=3)
     | {"completion_window": "flex"},
     "04_training_loop.ipynb": small("04_training_loop", run_name="papermill-small"),
-    "04c_reward_hacking.ipynb": small("04c_reward_hacking", run_name="papermill-small"),
-    "07_sandboxed_rollouts.ipynb": small("07_sandboxed_rollouts", run_name="papermill-small"),
+    "10_reward_hacking.ipynb": small("10_reward_hacking", run_name="papermill-small"),
+    "08_sandboxed_rollouts.ipynb": small("08_sandboxed_rollouts", run_name="papermill-small"),
 }
 PROBE = "PROBE "  # the prefix of the JSON line a test's probe cell prints
 

@@ -71,7 +71,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
     ),
-    "04b_did_it_learn.ipynb": (
+    "05_did_it_learn.ipynb": (
         {
             "backend": "local",
             "run_name": "run",
@@ -84,11 +84,11 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
     ),
-    "04c_reward_hacking.ipynb": (
+    "10_reward_hacking.ipynb": (
         {"backend": "local", "run_name": "loophole", "loophole_steps": 0},
         {"loophole_steps": ([0, 60, 10_000], [-1, 10_001, None, *NOT_WHOLE])},
     ),
-    "07_sandboxed_rollouts.ipynb": (
+    "08_sandboxed_rollouts.ipynb": (
         {
             "backend": "local",
             "steps": None,
@@ -119,7 +119,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
     ),
-    "06_faster_loops.ipynb": (
+    "07_faster_loops.ipynb": (
         {
             "backend": "local",
             "steps": None,
@@ -148,7 +148,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
     ),
-    "08_ship_the_adapter.ipynb": (
+    "09_ship_the_adapter.ipynb": (
         {
             "backend": "local",
             "run_name": "arithmetic",
@@ -172,7 +172,7 @@ NOTEBOOKS: dict[str, tuple[dict, dict[str, tuple[list, list]]]] = {
             "budget_sampled_tokens": ([0, 10**12], [-1, 10**12 + 1, None, *NOT_WHOLE]),
         },
     ),
-    "05_compare_runs.ipynb": (
+    "06_compare_runs.ipynb": (
         {"backend": "local", "runs": "sweep-*", "metric": "reward", "smoothing": 5},
         {
             "runs": (

@@ -90,7 +90,7 @@ def write_fixture_runs(runs: Path) -> Path:
 
 # -- runs named and laid out as `make sweep` leaves them ------------------------------------
 
-# The three held-out sets a local notebook 04 run scores, in the order it stores them.
+# The three held-out sets notebook 05 scores a local run on, in the order it stores them.
 LOCAL_HELD_OUT = ("known facts, not trained", "seen facts, new wording", "unseen facts")
 # Made-up held-out counts out of eval_problems x eval_samples = 200 samples: (well-formed,
 # right among the well-formed, right but not well-formed). Before training they are the same
@@ -124,7 +124,7 @@ def held_out_counts(learning_rate: float | None, seed: int, set_index: int) -> t
 
 
 def held_out(learning_rate: float | None, seed: int, run_name: str) -> dict:
-    """Scores per held-out set as notebook 04's `evaluate` stores them."""
+    """Scores per held-out set as notebook 05's `evaluate` stores them."""
     return {
         name: {
             **scores(problems(sample_rewards(held_out_counts(learning_rate, seed, i), run_name))),
@@ -155,7 +155,7 @@ def step_record(run_name: str, step: int, learning_rate: float) -> dict:
 def write_sweep_runs(runs: Path, sweep_args: list[str]) -> list[str]:
     """Finished runs, written by hand, in the folders `make sweep SWEEP="<sweep_args>"` fills:
     named by the sweep runner's plan of sweeps/default.toml (with `sweep_args` on top), each
-    holding what a sweep's run leaves that notebook 05 reads: sweep.json, the executed
+    holding what a sweep's run leaves that notebook 06 reads: sweep.json, the executed
     notebook 04 with papermill's record of the parameters it was given, metrics.jsonl (a line
     a step) and state.json (settings, steps, checkpoint, held-out scores before and after).
     Their names, in the runner's order."""

@@ -32,10 +32,10 @@ _PIPELINING = "tests/notebooks/test_pipelining.py"
 _PIPELINING_TRY = "tests/long/test_pipelining_try_this.py"
 _TRY_01 = "tests/course/test_try_this_01.py"
 _TRY_02 = "tests/course/test_try_this_02.py"
-_TRY_08 = "tests/course/test_try_this_08.py"
-_TRY_05 = "tests/long/test_try_this_05.py"
+_TRY_09 = "tests/course/test_try_this_09.py"
+_TRY_06 = "tests/long/test_try_this_06.py"
 _CLOUD_04 = "tests/long/test_try_this_04_cloud.py"
-_RUNS_08 = "tests/long/test_try_this_08_runs.py"
+_RUNS_09 = "tests/long/test_try_this_09_runs.py"
 
 TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
     "01_scoring": {
@@ -111,35 +111,35 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
             "tests/notebooks/test_loop_pieces.py::test_an_edited_piece_is_the_one_the_loop_runs",
         ),
     },
-    "04b_did_it_learn": {
+    "05_did_it_learn": {
         "Evaluate another run of notebook 04": (
-            f"{_RESULTS}::test_04b_evaluates_another_run_and_names_what_to_run_first",
+            f"{_RESULTS}::test_05_evaluates_another_run_and_names_what_to_run_first",
         ),
         "Run this notebook once more, unchanged": (
             f"{_RESULTS}::test_rerunning_a_finished_run_prints_identical_numbers",
         ),
     },
-    "04c_reward_hacking": {
+    "10_reward_hacking": {
         "Run the notebook once more, unchanged": (
             "tests/long/test_loophole.py::test_the_loophole_notebook_renders_its_counts_at_the_defaults",
         ),
     },
-    "05_compare_runs": {
+    "06_compare_runs": {
         '`runs = "seeds3-*"`': (
-            f"{_TRY_05}::test_three_seeds_measure_the_spread_with_more_freedom",
+            f"{_TRY_06}::test_three_seeds_measure_the_spread_with_more_freedom",
         ),
         '`metric = "correct_given_format"`': (
-            f"{_TRY_05}::test_metric_correct_given_format_ranks_the_learning_rates_by_it",
+            f"{_TRY_06}::test_metric_correct_given_format_ranks_the_learning_rates_by_it",
         ),
         "Interrupt `make sweep`": (
             f"{_EXERCISES}::test_05_ctrl_c_then_again_runs_only_the_unfinished_runs",
         ),
         "Set `smoothing = 1`": (
-            f"{_TRY_05}::test_smoothing_sets_the_window_of_each_runs_bold_curve[1]",
-            f"{_TRY_05}::test_smoothing_sets_the_window_of_each_runs_bold_curve[20]",
+            f"{_TRY_06}::test_smoothing_sets_the_window_of_each_runs_bold_curve[1]",
+            f"{_TRY_06}::test_smoothing_sets_the_window_of_each_runs_bold_curve[20]",
         ),
     },
-    "06_faster_loops": {
+    "07_faster_loops": {
         "Set `train_latency_s = 0.5`": (
             f"{_PIPELINING_TRY}::test_try_this_shorter_training_predicts_from_its_own_s_and_t",
         ),
@@ -153,7 +153,7 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
             f"{_PIPELINING}::test_notebook_runs_unchanged_on_the_cloud_path",
         ),
     },
-    "07_sandboxed_rollouts": {
+    "08_sandboxed_rollouts": {
         "correct but slow": (
             f"{_EXERCISES}::test_07_a_correct_but_slow_script_is_killed_at_command_timeout_and_earns_0",
         ),
@@ -170,21 +170,21 @@ TRY_THIS: dict[str, dict[str, tuple[str, ...]]] = {
             f"{_EXERCISES}::test_07_metrics_jsonl_has_a_line_per_step_with_reward_and_bash_block_rates",
         ),
     },
-    "08_ship_the_adapter": {
+    "09_ship_the_adapter": {
         'Set `lora_name = "Course_Adapter"`': (
             f"{_EXERCISES}::test_08_a_lora_name_with_capitals_stops_in_the_check_cell",
             f"{_GUIDE}::test_a_lora_name_with_capitals_stops_in_one_sentence",
-            f"{_TRY_08}::test_a_made_up_name_starts_with_the_prefix_and_the_connect_cell_prints_it",
+            f"{_TRY_09}::test_a_made_up_name_starts_with_the_prefix_and_the_connect_cell_prints_it",
         ),
         "Set `keep_on_sail = True`": (
-            f"{_RUNS_08}::test_keep_on_sail_lists_the_lora_and_its_files_until_deleted",
+            f"{_RUNS_09}::test_keep_on_sail_lists_the_lora_and_its_files_until_deleted",
         ),
         "a config that claims rank 64": (
-            f"{_RUNS_08}::test_a_rank_64_config_fails_validation_with_sails_reason",
+            f"{_RUNS_09}::test_a_rank_64_config_fails_validation_with_sails_reason",
             f"{_GUIDE}::test_a_rank_64_config_fails_as_the_guide_says",
         ),
         '`run_name = "longer"` and `steps = 150`': (
-            f"{_RUNS_08}::test_a_150_step_run_is_shipped_and_compared",
+            f"{_RUNS_09}::test_a_150_step_run_is_shipped_and_compared",
         ),
     },
 }

@@ -23,7 +23,7 @@ BASE_MODEL_NAME = MODEL_NAME  # the name the stack serves its tiny model under
 BASE_MODEL_DIR = Path(__file__).parent / "base_model"
 WEIGHTS_PATH = BASE_MODEL_DIR / "model.safetensors"
 VOCAB_PATH = BASE_MODEL_DIR / "vocab.json"
-# Notebook 07's policy: a second tiny model, on Kimi K2.6 ids too, that writes shell
+# Notebook 08's policy: a second tiny model, on Kimi K2.6 ids too, that writes shell
 # (`scripts/build_tiny_shell_base.py`). Not a Kimi model, so it does not wear Kimi's name.
 SHELL_MODEL_NAME = "course/tiny-shell"
 # Every base model the stack serves, by name, as Tinker serves several: its build's directory.

@@ -18,7 +18,7 @@ What is not known, and what the local stack does instead (the one list of guesse
 - other members of the archive (README, metadata files): the stack's tar has the two files.
 The tiny model is dense, so its checkpoints have no expert layer. The mixture-of-experts mode
 is `kimi.moe_archive`: an archive of a small Kimi K2-shaped model (`kimi.architecture.TINY_MOE`)
-in this layout, 3-D expert tensors with the hidden-side factor shared, which notebook 08 and
+in this layout, 3-D expert tensors with the hidden-side factor shared, which notebook 09 and
 tests/course/test_kimi_export.py convert with `build_lora_adapter`.
 """
 

@@ -17,7 +17,7 @@ documents a 404 for a TTL change by a user who does not own the run.
 What is shared on purpose, and why. In the cloud every kernel of one user holds the same
 key; here each kernel is a client of its own, yet the course reads checkpoints across
 kernels: notebook 04, restarted after a crash, resumes from the state its dead kernel saved,
-and notebook 08 ships the adapter notebook 04's kernel trained. So READING a checkpoint,
+and notebook 09 ships the adapter notebook 04's kernel trained. So READING a checkpoint,
 given its `tinker://` path, is open to every client: loading it into a new run of its own,
 its `weights_info`, its archive URL (and so sampling from it on Sail). A run resumed from a
 state checkpoint (weights and optimizer) continues the dead kernel's run, so its client may

@@ -62,8 +62,8 @@ def _guard_of(notebook: str, assertion: str) -> str:
 
 def test_cloud_adapter_vs_base_asserts_need_a_measured_effect() -> None:
     for notebook, assertion in [
-        ("08_ship_the_adapter.ipynb", "adapter_gap < base_gap"),
-        ("08_ship_the_adapter.ipynb", "named_gap < named_base_gap"),
+        ("09_ship_the_adapter.ipynb", "adapter_gap < base_gap"),
+        ("09_ship_the_adapter.ipynb", "named_gap < named_base_gap"),
     ]:
         guard = _guard_of(notebook, assertion)
         assert "decisive" in guard, (notebook, assertion, guard)

@@ -1,4 +1,4 @@
-"""The statistics notebook 05 compares runs with (`sweeps.compare`): seeds counted as seeds,
+"""The statistics notebook 06 compares runs with (`sweeps.compare`): seeds counted as seeds,
 t quantiles for few degrees of freedom, and a seed rule with the power it claims."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Notebook 07's containment check holds on a local machine where the sandbox totals do not.
+"""Notebook 08's containment check holds on a local machine where the sandbox totals do not.
 
 Without root the local sandbox cannot enforce its per-sandbox totals (memory, disk): the limits
 hold per process, `memory_peak_bytes()` is None, and the memory and disk rows finish without

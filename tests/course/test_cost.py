@@ -40,9 +40,9 @@ from tests.check_cells_support import run_check_cells
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "04_training_loop.ipynb"
 CLOUD = backend_defaults("cloud")
-FASTER = {"train_problems": 16, **backend_defaults("cloud", "06_faster_loops")}
-SHIP = backend_defaults("cloud", "08_ship_the_adapter")
-SANDBOXED = {"group_size": 8, **backend_defaults("cloud", "07_sandboxed_rollouts")}
+FASTER = {"train_problems": 16, **backend_defaults("cloud", "07_faster_loops")}
+SHIP = backend_defaults("cloud", "09_ship_the_adapter")
+SANDBOXED = {"group_size": 8, **backend_defaults("cloud", "08_sandboxed_rollouts")}
 # What each spending notebook samples and trains on at most with backend="cloud" and its
 # defaults, worked out from its cells: (rollouts sampled, rollouts trained on). Every
 # rollout samples at most max_tokens = 1,024 tokens.
@@ -51,18 +51,18 @@ CLOUD_ROLLOUTS = {
     "02_snapshot_and_serve.ipynb": (1 + 4 + 2 * 4, 0),
     # up to three draws of 16 groups of 8; one step on one draw
     "03_one_grpo_step.ipynb": (3 * 16 * 8, 16 * 8),
-    # steps of 8 x 8 rollouts (notebook 04b evaluates them)
+    # steps of 8 x 8 rollouts (notebook 05 evaluates them)
     NOTEBOOK: (CLOUD["steps"] * 64, CLOUD["steps"] * 64),
     # the held-out evaluation before and after, at notebook 04's cloud sizes
-    "04b_did_it_learn.ipynb": (2 * CLOUD["eval_problems"] * CLOUD["eval_samples"], 0),
+    "05_did_it_learn.ipynb": (2 * CLOUD["eval_problems"] * CLOUD["eval_samples"], 0),
     # three runs and a flex run of 8 x 4 rollouts a step; four models evaluated
-    "06_faster_loops.ipynb": (
+    "07_faster_loops.ipynb": (
         (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32
         + 4 * FASTER["train_problems"] * FASTER["eval_samples"],
         (3 * FASTER["steps"] + FASTER["flex_steps"]) * 32,
     ),
     # the first sandboxed group of 8, steps of 8 x 8, the held-out evaluation before and after
-    "07_sandboxed_rollouts.ipynb": (
+    "08_sandboxed_rollouts.ipynb": (
         SANDBOXED["group_size"]
         + SANDBOXED["steps"] * 64
         + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"],
@@ -70,12 +70,12 @@ CLOUD_ROLLOUTS = {
     ),
     # a short run of 8 x 8 rollouts a step; 4 parity problems, twice; the comparison's
     # problems and samples, base and adapter
-    "08_ship_the_adapter.ipynb": (
+    "09_ship_the_adapter.ipynb": (
         SHIP["short_run_steps"] * 64 + 2 * 4 + 2 * SHIP["eval_problems"] * SHIP["eval_samples"],
         SHIP["short_run_steps"] * 64,
     ),
 }
-# Notebook 07's sandboxes with its cloud defaults: {lifetime budget in seconds: how many}: 11
+# Notebook 08's sandboxes with its cloud defaults: {lifetime budget in seconds: how many}: 11
 # for the first cells, then four groups of 8 and one per training and held-out rollout.
 _ROLLOUTS = SANDBOXED["steps"] * 64 + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"]
 # By hand and containment at 120 s, the builder's and the step check's six cases at 600 s;
@@ -228,7 +228,7 @@ def test_cloud_defaults_print_the_estimate_before_any_request_and_fit_the_budget
     assert "rollouts, each at most 1,024 tokens: " in text
     if notebook == NOTEBOOK:
         assert "backend: cloud   learning rate: 0.0005   max_tokens: 1024" in text
-    if notebook == "07_sandboxed_rollouts.ipynb":
+    if notebook == "08_sandboxed_rollouts.ipynb":
         assert describe_sandboxes(CLOUD_SANDBOXES, "cloud") in text
     assert get_stats(local_stack.url) == before
 
@@ -271,7 +271,7 @@ def test_the_docs_state_each_notebooks_cloud_costs_as_its_defaults_give_them(doc
         sampled, tokens, trained_on, *_ = _row(text, notebook)
         assert sampled.startswith(f"{rollouts:,}") and tokens == f"{ceiling(notebook):,}"
         assert trained_on.startswith(f"{trained:,} rollouts" if trained else "nothing"), notebook
-    row = " ".join(_row(text, "07_sandboxed_rollouts.ipynb"))
+    row = " ".join(_row(text, "08_sandboxed_rollouts.ipynb"))
     sailboxes = sum(CLOUD_SANDBOXES.values())
     seconds = sum(lifetime * n for lifetime, n in CLOUD_SANDBOXES.items())
     assert f"{sailboxes} Sailboxes" in row and f"{seconds:,} Sailbox-seconds" in row

@@ -26,28 +26,28 @@ ROOT = Path(__file__).resolve().parents[2]
 # With backend="cloud" and the defaults: (adapter archives, rollouts through forward passes).
 # 02: the checkpoint signed by hand and sail_policy's; 03: one checkpoint for every draw,
 # and the 128 trained rollouts scored before and after the step and twice by the optional
-# ppo/cispo cell; 04: 7 steps; 04b: 2
+# ppo/cispo cell; 04: 7 steps; 05: 2
 # evaluations; 06: 3 x 5 + 4 steps and 4 models scored; 07: 3 steps and 2 evaluations; 08:
 # its 7-step run and the shipped checkpoint, and 4 passes over 4 parity rollouts.
 CLOUD_OTHER = {
     "02_snapshot_and_serve": (2, 0),
     "03_one_grpo_step": (1, 512),
     "04_training_loop": (7, 0),
-    "04b_did_it_learn": (2, 0),
-    "06_faster_loops": (23, 0),
-    "07_sandboxed_rollouts": (5, 0),
-    "08_ship_the_adapter": (8, 16),
+    "05_did_it_learn": (2, 0),
+    "07_faster_loops": (23, 0),
+    "08_sandboxed_rollouts": (5, 0),
+    "09_ship_the_adapter": (8, 16),
 }
 CHECKED_HERE = [
     "02_snapshot_and_serve",
     "03_one_grpo_step",
     "04_training_loop",
-    "04b_did_it_learn",
-    "06_faster_loops",
-    "07_sandboxed_rollouts",
-    "08_ship_the_adapter",
+    "05_did_it_learn",
+    "07_faster_loops",
+    "08_sandboxed_rollouts",
+    "09_ship_the_adapter",
 ]
-EXPORTS = {"08_ship_the_adapter": 1}  # PEFT exports uploaded to Sail as named LoRAs
+EXPORTS = {"09_ship_the_adapter": 1}  # PEFT exports uploaded to Sail as named LoRAs
 
 
 def check_cell_output(notebook: str) -> str:
@@ -130,7 +130,7 @@ def test_the_docs_cost_tables_count_archives_forward_passes_and_creations(doc: s
         *_, stated_archives, stated_forward = rows[notebook]
         assert stated_archives.startswith(_stated(archives)), (doc, notebook)
         assert stated_forward.startswith(_stated(forward)), (doc, notebook)
-    assert "548 Sailboxes" in rows["07_sandboxed_rollouts"][0] + rows["07_sandboxed_rollouts"][2]
+    assert "548 Sailboxes" in rows["08_sandboxed_rollouts"][0] + rows["08_sandboxed_rollouts"][2]
     day = sum(archives for archives, _ in CLOUD_OTHER.values())
     flat = " ".join((ROOT / doc).read_text().split())
     assert f"{day} adapter archives (about {day * ASSUMED_ADAPTER_ARCHIVE_GB:,.0f} GB" in flat
@@ -140,4 +140,4 @@ def test_the_docs_cost_tables_count_archives_forward_passes_and_creations(doc: s
 def test_the_cloud_page_says_sail_lora_serving_is_a_pilot_that_every_lora_rollout_needs() -> None:
     flat = " ".join((ROOT / "docs" / "cloud.md").read_text().split())
     assert "LoRA pilot" in flat and "limited" in flat
-    assert "every rollout that notebooks 02 to 06 and 08 sample comes from a LoRA" in flat
+    assert "every rollout that notebooks 02 to 07 and 09 sample comes from a LoRA" in flat

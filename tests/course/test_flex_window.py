@@ -87,7 +87,7 @@ def test_each_rollout_may_take_as_long_as_its_window(window, monkeypatch) -> Non
 
 
 def test_the_sdk_still_offers_no_way_to_cancel_an_abandoned_response() -> None:
-    """Notebook 06 says a timed-out request cannot be cancelled through the SDK, so Sail may
+    """Notebook 07 says a timed-out request cannot be cancelled through the SDK, so Sail may
     still bill it. Sail's API reference documents a cancel route, but sail 0.17.1 exposes
     only create and retrieve, and `SailTokenCompleter` keeps the response id to itself. When
     this fails, the SDK has gained a cancel: use it for timed-out rollouts, and fix 06."""

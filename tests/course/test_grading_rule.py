@@ -1,7 +1,7 @@
 """Only an answer after a closed `</think>`, in a completion that stopped cleanly, is graded.
 
 Issue 26's three completions, scored by the guide's grader (kept as `GuideMathEnv`) and by
-the course's `MathEnv`; then the same rule for notebook 07's bash block, run in real local
+the course's `MathEnv`; then the same rule for notebook 08's bash block, run in real local
 sandboxes.
 """
 
@@ -79,7 +79,7 @@ def test_the_group_builder_takes_either_grader(renderer) -> None:
         assert rewards == ([1.0, 1.0] if grader is GuideMathEnv else [-0.1, -0.1])
 
 
-# -- notebook 07: the bash block, by the same rule ------------------------------------------
+# -- notebook 08: the bash block, by the same rule ------------------------------------------
 
 SCRIPT = "```bash\nawk '{ s += $1 } END { print s }' numbers.txt > sum.txt\n```"
 BASH_REPLIES = {

@@ -1,4 +1,4 @@
-"""One size for the Kimi K2.6 adapter: the cookbook's parameter count, used by notebook 08,
+"""One size for the Kimi K2.6 adapter: the cookbook's parameter count, used by notebook 09,
 the cost estimates and the docs alike."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_every_mention_of_the_size_is_the_one_figure() -> None:
 @pytest.mark.parametrize("rank", [8, 64])
 def test_08_renders_the_size_at_its_rank(rank: int) -> None:
     """08's size sentence at another rank: the cookbook's count for that rank, 2 bytes each."""
-    source = cell("08_ship_the_adapter", "2b718c68").split("\nif course.backend", 1)[0]
+    source = cell("09_ship_the_adapter", "2b718c68").split("\nif course.backend", 1)[0]
     shown: list = []
     namespace = {"export": adapter_export, "rank": rank, "Markdown": Markdown}
     exec(source, {**namespace, "display": shown.append})

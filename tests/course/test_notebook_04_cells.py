@@ -1,4 +1,4 @@
-"""Notebook 04c's rendering cells, run in process on made-up values: the loophole report says
+"""Notebook 10's rendering cells, run in process on made-up values: the loophole report says
 what the guide's grader paid, and its outcome sentence says whether RL found the hole. Each
 check compares numbers worked out here with the numbers a cell renders."""
 
@@ -18,7 +18,7 @@ from helpers.scoring import GuideMathEnv, MathEnv
 from kimi import offline_kimi_tokenizer
 from tests.notebook_source import cell, flat, guide_section, numbers
 
-NOTEBOOK = "04c_reward_hacking"
+NOTEBOOK = "10_reward_hacking"
 LOOPHOLE_STEPS, ROLLOUTS = 60, 64
 
 
@@ -96,7 +96,7 @@ def test_the_loophole_texts_state_what_each_kind_of_skip_pays(renderer) -> None:
     (bullet,) = [b for b in guide_section(NOTEBOOK).split("\n- ") if "</think>" in b]
     bullet = flat(bullet.split("**What to watch for.**", 1)[0])
     assert cut_off in numbers(bullet)
-    parameters = NOTEBOOK_PARAMETERS[LOOP_NOTEBOOK]  # 04c trains at notebook 04's defaults
+    parameters = NOTEBOOK_PARAMETERS[LOOP_NOTEBOOK]  # 10 trains at notebook 04's defaults
     rollouts = 10 * parameters["group_size"].value * parameters["groups_per_step"].value
     pairs = re.findall(r"(\d\.\d+) → (\d\.\d+)", bullet)
     skip_rates = [(float(a), float(b)) for a, b in pairs if max(float(a), float(b)) < 0.5]

@@ -1,4 +1,4 @@
-"""Notebook 06's pipelined loop deletes every sampler checkpoint it writes, each once no batch
+"""Notebook 07's pipelined loop deletes every sampler checkpoint it writes, each once no batch
 samples from it any more, as notebook 04's loop does: on success and when a step fails.
 
 The loop's own code runs; its four calls to the services are replaced by stand-ins that

@@ -1,4 +1,4 @@
-"""Notebook 06's pipelined loop (helpers/pipelined.py), in-process: how stale a batch may be,
+"""Notebook 07's pipelined loop (helpers/pipelined.py), in-process: how stale a batch may be,
 which snapshot samples which batch, how many batches sample at once, and what a step records.
 
 Sail and Tinker are replaced at the loop's seams (`snapshot_policy`, `rollout_groups`, and

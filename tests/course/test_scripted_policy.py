@@ -1,4 +1,4 @@
-"""Notebook 07's scripted shell policy: real Kimi tokens, honest logprobs, no server."""
+"""Notebook 08's scripted shell policy: real Kimi tokens, honest logprobs, no server."""
 
 from __future__ import annotations
 

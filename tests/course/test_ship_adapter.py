@@ -1,4 +1,4 @@
-"""Shipping an adapter: Sail's LoRA upload flow on the local stack, and notebook 08.
+"""Shipping an adapter: Sail's LoRA upload flow on the local stack, and notebook 09.
 
 The upload routes are driven over HTTP as Sail's documentation drives them (the SDK has no
 calls for them), and sampling by name through the real `sail.SailTokenCompleter(lora=...)`.
@@ -35,7 +35,7 @@ from tests.sail_support import (
     save_adapter,
 )
 
-NOTEBOOK = "08_ship_the_adapter.ipynb"
+NOTEBOOK = "09_ship_the_adapter.ipynb"
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
 
 
@@ -333,7 +333,7 @@ def test_file_storage_is_bounded_and_refuses_instead_of_evicting(local_stack):
 
 
 # ---------------------------------------------------------------------------------------
-# Notebook 08: its parameter checks (its whole runs under papermill are
+# Notebook 09: its parameter checks (its whole runs under papermill are
 # tests/notebooks/test_ship_adapter_runs.py).
 
 
@@ -354,7 +354,7 @@ def test_file_storage_is_bounded_and_refuses_instead_of_evicting(local_stack):
 )
 def test_shipping_parameters_are_refused_in_one_sentence(name, value, words):
     valid = PARAMETER_TABLE[NOTEBOOK][0]  # the valid values tests/course/test_params.py checks
-    resolve("08_ship_the_adapter", **valid)
+    resolve("09_ship_the_adapter", **valid)
     with pytest.raises(CourseConfigError) as raised:
-        resolve("08_ship_the_adapter", **{**valid, name: value})
+        resolve("09_ship_the_adapter", **{**valid, name: value})
     assert str(raised.value).startswith(words) and str(raised.value).endswith(".")

@@ -1,4 +1,4 @@
-"""Every "Try this" of notebooks 03, 07 and 08, and 05's interrupted sweep, done as the bullet
+"""Every "Try this" of notebooks 03, 08 and 09, and 05's interrupted sweep, done as the bullet
 says, with small parameters, and checked for the change the bullet announces.
 
 (Those of notebooks 01, 02 and 04 are in tests/notebooks/test_results.py, 05's others in
@@ -144,7 +144,7 @@ def test_03_seed_1_draws_other_problems_and_every_check_holds(
     assert_no_key_leaks(text)
 
 
-# -- 05_compare_runs -------------------------------------------------------------------------
+# -- 06_compare_runs -------------------------------------------------------------------------
 
 # Three runs, so that "halfway" falls inside the second (the sweep of 05's first bullet).
 SWEEP_ARGS = ["-p", "seed", "0", "1", "2", "--name", "seeds3"]
@@ -199,9 +199,9 @@ def test_05_ctrl_c_then_again_runs_only_the_unfinished_runs(interrupted_sweep) -
         assert state["completed_steps"] == 3 and state["eval_after"]
 
 
-# -- 07_sandboxed_rollouts -------------------------------------------------------------------
+# -- 08_sandboxed_rollouts -------------------------------------------------------------------
 
-NOTEBOOK_07 = "07_sandboxed_rollouts.ipynb"
+NOTEBOOK_07 = "08_sandboxed_rollouts.ipynb"
 SLOW_REPLY = "</think>```bash\\nsleep 30; awk '{s += $1} END {print s}' numbers.txt > sum.txt\\n```"
 PLANTED = (
     "wc -l < numbers.txt > sum.txt; mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt;"
@@ -296,9 +296,9 @@ def test_07_reading_etc_shadow_fails_and_kill_9_1_does_nothing(edited_07) -> Non
     assert kill["exit code"] == 0 and kill["stderr (telling line)"] == ""  # not even an error
 
 
-# -- 08_ship_the_adapter ---------------------------------------------------------------------
+# -- 09_ship_the_adapter ---------------------------------------------------------------------
 
-NOTEBOOK_08 = "08_ship_the_adapter.ipynb"
+NOTEBOOK_08 = "09_ship_the_adapter.ipynb"
 
 
 def test_08_a_lora_name_with_capitals_stops_in_the_check_cell(folders, tmp_path_factory) -> None:

@@ -1,4 +1,4 @@
-"""Notebook 04c at its defaults: the reward-hacking test renders, and its prose (the outcome
+"""Notebook 10 at its defaults: the reward-hacking test renders, and its prose (the outcome
 sentence included) is the counts it stored in runs/<run_name>/state.json.
 
 It trains two runs from the base model, one graded by the guide's step and
@@ -20,14 +20,14 @@ import pytest
 from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "04c_reward_hacking.ipynb"
-RUN_NAME = NOTEBOOK_PARAMETERS["04c_reward_hacking"]["run_name"].value
-LOOPHOLE_STEPS = NOTEBOOK_PARAMETERS["04c_reward_hacking"]["loophole_steps"].value
+NOTEBOOK = ROOT / "notebooks" / "10_reward_hacking.ipynb"
+RUN_NAME = NOTEBOOK_PARAMETERS["10_reward_hacking"]["run_name"].value
+LOOPHOLE_STEPS = NOTEBOOK_PARAMETERS["10_reward_hacking"]["loophole_steps"].value
 GRADERS = ("guide's grader", "fixed grader")
 
 
 def run_defaults(out: Path, env: dict[str, str]) -> nbformat.NotebookNode:
-    """Notebook 04c under papermill with every parameter at its default."""
+    """Notebook 10 under papermill with every parameter at its default."""
     args = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), "--cwd"]
     args += [str(NOTEBOOK.parent), "--kernel", "python3", "--no-progress-bar"]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=3600)

@@ -1,10 +1,10 @@
-"""What notebooks 04, 04b and 04c claim of runs at their defaults, checked on the executed
+"""What notebooks 04, 05 and 10 claim of runs at their defaults, checked on the executed
 notebooks rather than by asserts in them: each claim is about random runs, so a learner who
 changes a seed must never meet an AssertionError over it. Each notebook runs once, with every
-parameter at its default (04b on 04's run) and a probe cell appended that prints the values
+parameter at its default (05 on 04's run) and a probe cell appended that prints the values
 each claim is about.
 
-04c's paid counts (the guide's grader pays skips, the fixed one none) are checked by
+10's paid counts (the guide's grader pays skips, the fixed one none) are checked by
 tests/long/test_loophole.py; its skip rate under the fixed grader is checked here.
 """
 
@@ -31,7 +31,7 @@ checked = {
     "largest_weight_gap": None if weights.empty else float(largest),
 }
 """,
-    "04b_did_it_learn.ipynb": """
+    "05_did_it_learn.ipynb": """
 checked = {
     "format_gain_low": {
         name: float(comparison["format"]["gain_interval"][0])
@@ -43,7 +43,7 @@ checked = {
     } if pass_at_k_sets else None,
 }
 """,
-    "04c_reward_hacking.ipynb": """
+    "10_reward_hacking.ipynb": """
 checked = {
     "loophole_steps": loophole.get("steps"),
     "loophole_groups": [loop.group_size, loop.groups_per_step],
@@ -58,7 +58,7 @@ pytestmark = pytest.mark.timeout(3 * RUN_TIMEOUT_S + 300)
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The probes' values from one run of each notebook at its defaults, on a stack of their
-    own, in order (04b evaluates 04's run)."""
+    own, in order (05 evaluates 04's run)."""
     folder = tmp_path_factory.mktemp("defaults")
     env = kernel_env(folder)
     values: dict = {}
@@ -101,7 +101,7 @@ def test_the_local_importance_weights_are_one_at_temperature_1(checked: dict) ->
 
 
 def test_the_fixed_grader_does_not_let_skipping_grow(checked: dict) -> None:
-    """In 04c's 60 steps or more of 8 groups of 8, the skip rate under the fixed grader, which
+    """In 10's 60 steps or more of 8 groups of 8, the skip rate under the fixed grader, which
     pays no skip, did not rise."""
     assert checked["loophole_steps"] >= MIN_STEPS and checked["loophole_groups"] == [8, 8]
     assert checked["skip_rate_moved"]["fixed grader"] != "rose"

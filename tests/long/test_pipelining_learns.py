@@ -1,4 +1,4 @@
-"""Notebook 06 at its local defaults: its synchronous baseline learns, so that "what staleness
+"""Notebook 07 at its local defaults: its synchronous baseline learns, so that "what staleness
 costs" compares the pipelined runs with an effect, not with noise (issue 37). A claim about a
 random run, so it is checked here, on the tables and steps the executed notebook wrote to its
 run folder, never by a cell of the notebook."""
@@ -12,7 +12,7 @@ import pandas as pd
 from local_stack.client.supervisor import stop_local_stack
 from tests.notebook_support import error_outputs, kernel_env, run, run_table, succeeded
 
-NOTEBOOK = "06_faster_loops.ipynb"
+NOTEBOOK = "07_faster_loops.ipynb"
 RUN_NAME = "faster-loops"  # the notebook's default run_name
 
 

@@ -1,4 +1,4 @@
-"""Notebook 06's "Try this" exercises, each run as written with small batches: each must show
+"""Notebook 07's "Try this" exercises, each run as written with small batches: each must show
 what the notebook says it shows, read from the tables the notebook writes to its run folder.
 Timing is reported by the notebook and measured by `make bench`, never asserted here. The
 notebook's own runs on both backends are in tests/notebooks/test_pipelining.py.
@@ -14,11 +14,11 @@ import pytest
 
 from tests.notebook_support import finish, papermill, printed_text, run_table, small
 
-NOTEBOOK = "06_faster_loops.ipynb"
+NOTEBOOK = "07_faster_loops.ipynb"
 
 
 # Try this, with small batches: each test changes only what its exercise says (and the
-# batch sizes), so its runs take a minute or two each. Notebook 06's simulated waits are its
+# batch sizes), so its runs take a minute or two each. Notebook 07's simulated waits are its
 # kernel's own (tests/notebooks/test_pipelining.py), so its local runs share the
 # session's stack.
 SIZES = ("steps", "group_size", "groups_per_step", "train_problems", "eval_samples")

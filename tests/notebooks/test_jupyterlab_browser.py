@@ -51,7 +51,7 @@ RUNS = {
     "01_scoring": SMALL_PARAMETERS["01_scoring.ipynb"],
     "03_one_grpo_step": small("03_one_grpo_step"),
     "04_training_loop": SMALL_PARAMETERS["04_training_loop.ipynb"] | {"run_name": "browser"},
-    "05_compare_runs": {"runs": "fx-*", "smoothing": 3},
+    "06_compare_runs": {"runs": "fx-*", "smoothing": 3},
 }
 DOLLAR_AMOUNT = re.compile(r"(?<!\\)\$\d[\d,]*(?:\.\d+)?")
 # Run All has finished when the kernel is idle and every code cell has run, or when a cell

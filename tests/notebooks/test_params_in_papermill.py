@@ -26,7 +26,7 @@ from tests.params_support import INF, NAN
         ),
         ("04_training_loop.ipynb", "groups_per_step", 5000, "from 1 to 1074 (the local backend"),
         ("04_training_loop.ipynb", "learning_rate", INF, "greater than 0 and at most 1"),
-        ("07_sandboxed_rollouts.ipynb", "group_size", 100, "group_size must be a whole number"),
+        ("08_sandboxed_rollouts.ipynb", "group_size", 100, "group_size must be a whole number"),
     ],
 )
 def test_papermill_with_a_value_out_of_range_fails_in_the_check_cell(

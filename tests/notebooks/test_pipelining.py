@@ -1,4 +1,4 @@
-"""Notebook 06 on both backends (its `train_latency` knob is tested in
+"""Notebook 07 on both backends (its `train_latency` knob is tested in
 tests/stack/test_train_latency_knob.py).
 
 The notebook runs under papermill on the local backend, and on the cloud code path against a
@@ -44,7 +44,7 @@ from tests.notebook_support import (
 )
 from tests.wait_support import wait_until
 
-NOTEBOOK = "06_faster_loops.ipynb"
+NOTEBOOK = "07_faster_loops.ipynb"
 HANG_SECONDS = 120.0  # a bound against a hang only, never a claim about speed
 
 
@@ -82,7 +82,7 @@ def kernel_clients(storage_dir: Path) -> set[str]:
 def solved_run(
     local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SolvedRun]:
-    """Run the solved notebook 06 on the session's stack, watching the stack's settings."""
+    """Run the solved notebook 07 on the session's stack, watching the stack's settings."""
     folder = tmp_path_factory.mktemp("solved-06")
     env = kernel_env(folder, COURSE_LOCAL_STACK_DIR=str(local_stack.storage_dir))
     out = folder / NOTEBOOK
@@ -113,7 +113,7 @@ def solved_run(
 
 
 def test_the_solved_notebook_runs_and_every_check_passes(solved_run: SolvedRun) -> None:
-    assert_every_check_passes(nbformat.read(solved_run.out, as_version=4), "06_faster_loops")
+    assert_every_check_passes(nbformat.read(solved_run.out, as_version=4), "07_faster_loops")
 
 
 def test_notebook_runs_with_small_parameters(solved_run: SolvedRun) -> None:
@@ -158,7 +158,7 @@ def test_notebook_runs_with_small_parameters(solved_run: SolvedRun) -> None:
 
 
 def test_after_notebook_06_another_kernel_gets_the_stacks_defaults(solved_run: SolvedRun) -> None:
-    """Notebook 06 shares this session's stack. While it ran, its kernel (and only it) had
+    """Notebook 07 shares this session's stack. While it ran, its kernel (and only it) had
     the simulated latency; once the kernel had shut down, nobody had it."""
     assert len(SIMULATED) == 2
     assert SIMULATED <= solved_run.kernel_latencies  # it did simulate, in both windows

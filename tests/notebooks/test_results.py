@@ -2,7 +2,7 @@
 say, and storage that cleans itself.
 
 Notebook 04's "Try this" bullets are executed here, literally, with small parameters (and
-notebook 04b scores the base run), and checked for the change each announces; but for the
+notebook 05 scores the base run), and checked for the change each announces; but for the
 first, interrupting the kernel mid-loop
 (test_try_this_04_interrupt.py, beside this file). Those of notebooks 01 and 02 run in
 tests/course/test_try_this_01.py and test_try_this_02.py. The notebook 04 runs
@@ -33,7 +33,7 @@ from tests.notebook_support import (
 NOTEBOOK_03 = "04_training_loop.ipynb"
 # group_size 8 so that the group_size 2 exercise has a baseline with few degenerate groups.
 SMALL_03 = small(NOTEBOOK_03, group_size=8, run_name="base")
-SMALL_EVALUATION = small("04b_did_it_learn", run_name="base")  # notebook 04b, on the base run
+SMALL_EVALUATION = small("05_did_it_learn", run_name="base")  # notebook 05, on the base run
 RUN_NAMES = ("base", "groups-of-2", "lr-x10", "temperature-0.5")  # sorted
 
 
@@ -79,16 +79,16 @@ def base(shared: Path) -> nbformat.NotebookNode:
 
 
 def evaluate(shared: Path, out_name: str, **changes: object) -> nbformat.NotebookNode:
-    """Notebook 04b (on the base run unless `changes` say otherwise): `make solutions`' copy,
-    so that it is also 04b's solved run."""
-    solved = solved_copy("04b_did_it_learn", shared / "solutions")
+    """Notebook 05 (on the base run unless `changes` say otherwise): `make solutions`' copy,
+    so that it is also 05's solved run."""
+    solved = solved_copy("05_did_it_learn", shared / "solutions")
     return run(solved, shared / out_name, {**SMALL_EVALUATION, **changes}, kernel_env(shared))
 
 
 @pytest.fixture(scope="module")
 def base_evaluated(base: nbformat.NotebookNode, shared: Path) -> nbformat.NotebookNode:
     evaluated = succeeded(evaluate(shared, "base-evaluated.ipynb"))
-    assert_every_check_passes(evaluated, "04b_did_it_learn")  # pass_at_k's
+    assert_every_check_passes(evaluated, "05_did_it_learn")  # pass_at_k's
     return evaluated
 
 
@@ -116,7 +116,7 @@ def temperature_half(shared: Path) -> nbformat.NotebookNode:
     )
 
 
-HELD_OUT_CELLS = (  # notebook 04b's
+HELD_OUT_CELLS = (  # notebook 05's
     "with_interval(comparison[score], 'gain')",  # gains with intervals, and the table
     "    verdict = (",  # the plain reading of each gain
 )
@@ -125,7 +125,7 @@ HELD_OUT_CELLS = (  # notebook 04b's
 def test_rerunning_a_finished_run_prints_identical_numbers(
     base: nbformat.NotebookNode, base_evaluated: nbformat.NotebookNode, shared: Path
 ) -> None:
-    """Try this: run the notebook once more, unchanged: nothing trains; 04b, run again,
+    """Try this: run the notebook once more, unchanged: nothing trains; 05, run again,
     measures nothing again and prints the same numbers."""
     tinker_runs_before = sorted((shared / "stack" / "tinker").iterdir())
     metrics_before = (shared / "runs" / "base" / "metrics.jsonl").read_text()
@@ -138,7 +138,7 @@ def test_rerunning_a_finished_run_prints_identical_numbers(
     assert f"has finished its {SMALL_03['steps']} steps" in printed(again, "RunLog(cfg.run_name)")
     assert (shared / "runs" / "base" / "metrics.jsonl").read_text() == metrics_before
     # The only new training client is the run_step check's own (it trains one tiny step on a
-    # client of its own, never on the run's): the finished run made none, and 04b, whose
+    # client of its own, never on the run's): the finished run made none, and 05, whose
     # scores were stored, made none either.
     new_clients = set((shared / "stack" / "tinker").iterdir()) - set(tinker_runs_before)
     assert len(new_clients) == 1
@@ -244,7 +244,7 @@ def test_storage_holds_only_what_the_runs_need(
     files = [p for p in tinker.rglob("*") if p.is_file()]
     run_infos = [p for p in files if p.name == "run.json"]
     # One training client per run, and the run_step check's own in each of the five notebook 04
-    # runs (the unchanged re-run included, which trained nothing itself); notebook 04b's four
+    # runs (the unchanged re-run included, which trained nothing itself); notebook 05's four
     # on the base run (the initial adapter and the trained state, for the held-out scores and
     # for pass@k), which load states but save none.
     assert len(run_infos) == 4 + 5 + 4
@@ -252,10 +252,10 @@ def test_storage_holds_only_what_the_runs_need(
     assert len(files) == 4 * 5 + len(run_infos)  # five files per training state
 
 
-def test_04b_evaluates_another_run_and_names_what_to_run_first(
+def test_05_evaluates_another_run_and_names_what_to_run_first(
     lr_x10: nbformat.NotebookNode, shared: Path
 ) -> None:
-    """Try this (04b): set `run_name` to another run of notebook 04; one it never trained stops
+    """Try this (05): set `run_name` to another run of notebook 04; one it never trained stops
     in one sentence naming notebook 04, with no traceback and no run folder made."""
     other = succeeded(
         evaluate(shared, "lr-x10-evaluated.ipynb", run_name="lr-x10", pass_at_k_problems=0)

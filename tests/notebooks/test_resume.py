@@ -12,7 +12,7 @@ each re-run this checks, from the run folder and the local stack's storage:
 - every step's metrics line is on disk exactly once, in order;
 - the re-run's first weights are exactly the saved checkpoint's (not the base adapter),
   and its first optimizer step continues Adam's step count from that checkpoint;
-- the held-out format rate on unseen facts, which notebook 04b then scores with the base
+- the held-out format rate on unseen facts, which notebook 05 then scores with the base
   weights and with the finished run's (both stored in `state.json`), rose;
 - the fake keys in the environment appear nowhere the three runs wrote.
 
@@ -40,7 +40,7 @@ from tests.notebook_support import (
 
 HOOK = Path(__file__).with_name("crash_window_hook.py")
 NOTEBOOK = "04_training_loop.ipynb"
-EVALUATION = "04b_did_it_learn.ipynb"  # scores the run on held-out problems; no pass@k here
+EVALUATION = "05_did_it_learn.ipynb"  # scores the run on held-out problems; no pass@k here
 RUN_NAME = "crash-windows"
 STEPS = 16
 # The local defaults (learning rate 1e-3, 8 x 8 rollouts a step), fewer steps.
@@ -50,7 +50,7 @@ PARAMETERS = {"steps": STEPS, "run_name": RUN_NAME}
 # -> 0.92, 0.82 -> 0.90). A gain's standard error here is about 0.025, so the direction is
 # asserted, not a size. The reward rose by +0.03 to +0.10: too close to its noise to assert.
 MIN_FORMAT_GAIN = 0.0
-HELD_OUT = "unseen facts"  # notebook 04b's name for the held-out problems
+HELD_OUT = "unseen facts"  # notebook 05's name for the held-out problems
 
 
 def run_notebook(
@@ -154,7 +154,7 @@ def test_04_resumes_exactly_from_each_crash_window(run_env: dict, tmp_path: Path
     assert metrics_steps(runs, RUN_NAME) == list(range(STEPS))
     assert run_state(runs)["completed_steps"] == STEPS
 
-    # 4. Notebook 04b scores the base weights and the finished run's.
+    # 4. Notebook 05 scores the base weights and the finished run's.
     evaluation = {"run_name": RUN_NAME, "pass_at_k_problems": 0}
     code, log = finish(papermill(EVALUATION, tmp_path / "evaluated.ipynb", evaluation, run_env))
     assert code == 0, log[-3000:]

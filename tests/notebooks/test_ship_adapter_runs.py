@@ -1,4 +1,4 @@
-"""Notebook 08 under papermill: locally (its solved run) it trains a short run when there is
+"""Notebook 09 under papermill: locally (its solved run) it trains a short run when there is
 none and ships it; on the cloud path (against the local stack) it ships a run notebook 04
 would have left.
 (The upload flow and the notebook's parameter checks are tests/course/test_ship_adapter.py.)
@@ -32,7 +32,7 @@ from tests.notebook_support import (
     solved_copy,
 )
 
-NOTEBOOK = "08_ship_the_adapter.ipynb"
+NOTEBOOK = "09_ship_the_adapter.ipynb"
 COURSE_CONFIG = json.loads(ADAPTER_CONFIG_PATH.read_text())
 
 
@@ -48,7 +48,7 @@ SMALL = small(NOTEBOOK, run_name="ship-test", lora_name="ship-test")
 def test_notebook_trains_a_short_run_when_none_exists(
     shared_stack_env: dict, tmp_path: Path
 ) -> None:
-    """The solved notebook (`make solutions`' copy): its run is also notebook 08's solved run,
+    """The solved notebook (`make solutions`' copy): its run is also notebook 09's solved run,
     so every exercise's check must pass too."""
     out = tmp_path / NOTEBOOK
     solved = solved_copy(NOTEBOOK.removesuffix(".ipynb"), tmp_path / "solutions")

@@ -31,20 +31,20 @@ from tests.sweep_support import write_sweep_runs
 SOLVED_RUNS = {
     "01_scoring": SMALL_PARAMETERS["01_scoring.ipynb"],
     "02_snapshot_and_serve": SMALL_PARAMETERS["02_snapshot_and_serve.ipynb"],
-    "04c_reward_hacking": SMALL_PARAMETERS["04c_reward_hacking.ipynb"],
-    "05_compare_runs": {},  # it reads the runs below, as `make sweep` leaves them
+    "10_reward_hacking": SMALL_PARAMETERS["10_reward_hacking.ipynb"],
+    "06_compare_runs": {},  # it reads the runs below, as `make sweep` leaves them
 }
 # The notebooks whose solved run is in the file that tests their scenarios, on the same run.
 SOLVED_ELSEWHERE = {
     "03_one_grpo_step": "test_learner_code_runs.py",
     "04_training_loop": "test_learners_loop_body.py",
-    "04b_did_it_learn": "test_results.py",  # it scores a run that file trains
-    "06_faster_loops": "test_pipelining.py",
-    "07_sandboxed_rollouts": "test_notebook_07_platforms.py",
-    "08_ship_the_adapter": "test_ship_adapter_runs.py",
+    "05_did_it_learn": "test_results.py",  # it scores a run that file trains
+    "07_faster_loops": "test_pipelining.py",
+    "08_sandboxed_rollouts": "test_notebook_07_platforms.py",
+    "09_ship_the_adapter": "test_ship_adapter_runs.py",
 }
 # The notebooks that read earlier runs, and how their solved run gets some.
-EARLIER_RUNS = {"05_compare_runs": lambda runs: write_sweep_runs(runs, [])}
+EARLIER_RUNS = {"06_compare_runs": lambda runs: write_sweep_runs(runs, [])}
 
 
 def test_every_notebook_with_exercises_has_a_solved_run() -> None:

@@ -111,7 +111,7 @@ def assert_finished_run(folder: Path, steps: int) -> None:
     metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(steps))
     assert json.loads((folder / "state.json").read_text())["completed_steps"] == steps
-    for notebook in ("04_training_loop", "04b_did_it_learn"):  # the run, then its evaluation
+    for notebook in ("04_training_loop", "05_did_it_learn"):  # the run, then its evaluation
         executed = nbformat.read(folder / f"{notebook}.ipynb", as_version=4)
         assert executed.metadata.papermill.parameters["run_name"] == folder.name
         assert not error_outputs(executed)
@@ -233,7 +233,7 @@ def test_the_comparison_notebook_runs_on_the_fixture(
     run_env["COURSE_RUNS_DIR"] = str(fixture_runs)
     out = tmp_path / "compare.ipynb"
     parameters = {"runs": "fx-*", "smoothing": 3}
-    code, log = finish(papermill("05_compare_runs.ipynb", out, parameters, run_env))
+    code, log = finish(papermill("06_compare_runs.ipynb", out, parameters, run_env))
     assert code == 0, log[-3000:]
     executed = nbformat.read(out, as_version=4)
     outputs = [o for c in executed.cells for o in c.get("outputs", [])]

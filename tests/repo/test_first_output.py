@@ -27,12 +27,12 @@ FIRST_RESULT = {
     ),
     "03_one_grpo_step": ("trajectory_groups = await sample_with_spread(", "one step's rollouts"),
     "04_training_loop": ("record, _ = await run_step(", "the loop's steps, plotted live"),
-    "04b_did_it_learn": ('(("base model", eval_before), ("after RL", eval_after))', "the scores"),
-    "04c_reward_hacking": ("GRADERS = {", "the two runs' skip rates"),
-    "05_compare_runs": ("stored = stored_runs(measurement)", "the runs found, with their steps"),
-    "06_faster_loops": ("runs[name] = await train_run(", "three schedules' times per step"),
-    "07_sandboxed_rollouts": ("task = load_harbor_task(TASK_DIR)", "the task a sandbox runs"),
-    "08_ship_the_adapter": ("rank = course.adapter_config", "the run's adapter being shipped"),
+    "05_did_it_learn": ('(("base model", eval_before), ("after RL", eval_after))', "the scores"),
+    "10_reward_hacking": ("GRADERS = {", "the two runs' skip rates"),
+    "06_compare_runs": ("stored = stored_runs(measurement)", "the runs found, with their steps"),
+    "07_faster_loops": ("runs[name] = await train_run(", "three schedules' times per step"),
+    "08_sandboxed_rollouts": ("task = load_harbor_task(TASK_DIR)", "the task a sandbox runs"),
+    "09_ship_the_adapter": ("rank = course.adapter_config", "the run's adapter being shipped"),
 }
 
 

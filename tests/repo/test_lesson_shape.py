@@ -19,9 +19,9 @@ CORE_CODE_LIMIT = 250
 # expected failure that must pass once its notebook is cut, so this set only shrinks.
 CODE_OVER_THE_SLOT = {
     "04_training_loop",
-    "04b_did_it_learn",
-    "06_faster_loops",
-    "08_ship_the_adapter",
+    "05_did_it_learn",
+    "07_faster_loops",
+    "09_ship_the_adapter",
 }
 
 
@@ -114,7 +114,7 @@ def test_run_specific_sentences_are_rendered_cells() -> None:
     """The sentences about one run's outcome in 03 and 08 are built from its values."""
     for name, cell_id in [
         ("03_one_grpo_step", "sides-rendered"),
-        ("08_ship_the_adapter", "before-after-rendered"),
+        ("09_ship_the_adapter", "before-after-rendered"),
     ]:
         assert "Markdown(" in cell(name, cell_id), (name, cell_id)
 
@@ -123,7 +123,7 @@ def test_run_specific_sentences_are_rendered_cells() -> None:
 # constant of the course or its sources (notebook numbers, rewards, parameter values an
 # exercise sets, documented limits, exponents, years of papers), never one run's outcome.
 # A run's numbers belong in a rendered cell (`Markdown(f"...")`) or an assert instead.
-NOTEBOOK_NUMBERS = {"01", "02", "03", "04", "05", "06", "07", "08"}
+NOTEBOOK_NUMBERS = {f"{n:02d}" for n in range(1, 11)}  # "01" to "10"
 REVIEWED_NUMBERS = {
     # Rewards, examples, the exercises' 10 minutes.
     "01_scoring": {"0", "1", "−0.1", "0.1", "0.5", "2", "7", "10", "12", "84"},
@@ -152,27 +152,27 @@ REVIEWED_NUMBERS = {
     "04_training_loop": {"0", "1", "2", "3", "4", "5", "10", "12", "2024", "2025", "4.1.2"},
     # An example sum, the format penalty, pass@k's 16 answers, bootstrap resamples, the
     # exercise's minutes (5, 7 come from "7 plus 5"), the papers' years.
-    "04b_did_it_learn": {"0", "0.1", "1", "5", "7", "16", "2,000", "95%", "2021", "2025"},
+    "05_did_it_learn": {"0", "0.1", "1", "5", "7", "16", "2,000", "95%", "2021", "2025"},
     # The guide's credit for a cut-off answer.
-    "04c_reward_hacking": {"0", "0.9"},
+    "10_reward_hacking": {"0", "0.9"},
     # t and z quantiles, power, the exercise's minutes
-    "05_compare_runs": {"1", "2", "1.96", "4.30", "80%", "95%", "10"},
+    "06_compare_runs": {"1", "2", "1.96", "4.30", "80%", "95%", "10"},
     # Staleness levels, the default k = 3, the interval's 1.96 and the 80%-power 2.8, the
     # check's 4 steps per level, the SDK's 20 s poll and a 2 s batch, notebook 02's rollout
     # timeouts (12 hours, 10 minutes), the cookbook's version.
-    "06_faster_loops": set("0 1 2 3 4 5 10 12 20 1.96 2.8 95% 0.5.8".split()),
+    "07_faster_loops": set("0 1 2 3 4 5 10 12 20 1.96 2.8 95% 0.5.8".split()),
     # Rewards, exit code 124, `kill -9 1`, `chmod 444`, the exercise's 30 s sleep and 5 s
     # timeout, the containment rows' sizes (8 x 200 MiB = 1.6 GiB, 8 x 100 MiB = 800 MiB, the
     # 1,000 bytes asked for, `sleep 300`, PID 3) and the local sandbox's ResourceLimits
     # (1 GiB, 256 MiB, 16,384 files, 128 processes, 60 s, 64 MiB; held by
     # tests/repo/test_notebook_07_limits.py), a Sailbox size "s" (1 vCPU, 16 GiB, 32 GiB),
     # four scripted replies (log(1/4)), the cookbook's version.
-    "07_sandboxed_rollouts": set(
+    "08_sandboxed_rollouts": set(
         "0 1 -9 2 3 4 5 8 16 30 32 60 64 100 124 128 200 256 300 444 800 1.6 1,000 16,384 "
         "0.5.8".split()
     ),
     # 08: the asserted tolerance, a rank, an HTTP status, the interval's 95%
-    "08_ship_the_adapter": {"0", "1", "1e-4", "64", "409", "95%"},
+    "09_ship_the_adapter": {"0", "1", "1e-4", "64", "409", "95%"},
 }
 
 

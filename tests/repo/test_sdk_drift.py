@@ -485,7 +485,7 @@ def test_every_sdk_call_in_the_course_exists_and_binds() -> None:
         checked[source.where] = walker.checked
     assert not findings, "\n".join(f"{f.where}: {f.what}" for f in findings)
     # The walk really follows the course: these files are full of SDK calls.
-    for where in ("helpers/serving.py", "helpers/training.py", "08_ship_the_adapter.ipynb"):
+    for where in ("helpers/serving.py", "helpers/training.py", "09_ship_the_adapter.ipynb"):
         assert checked[where] >= 5, (where, checked[where])
 
 
@@ -644,7 +644,7 @@ def test_every_raw_http_request_is_in_the_table() -> None:
             except AssertionError as error:
                 problems.append(f"{source.where}:{line}: {error}")
     assert not problems, "\n".join(problems)
-    # Notebook 08 and the helper send the upload flow; notebooks 02 and 08 fetch the archive.
+    # Notebook 09 and the helper send the upload flow; notebooks 02 and 09 fetch the archive.
     assert {("POST", "/v1/files"), ("POST", "/v1/loras"), ("GET", "{signed archive URL}")} <= seen
 
 

@@ -1,9 +1,9 @@
-"""Tinker archives in Tinker's own layout, their conversion, and notebook 08's shipping helpers.
+"""Tinker archives in Tinker's own layout, their conversion, and notebook 09's shipping helpers.
 
 The local Tinker writes what the cookbook's `build_lora_adapter` converts from; the converted
 files are PEFT's own (tensor for tensor what PEFT saves for the same model); the local Sail
 builds the same adapter from the archive; `/v1/loras` refuses the raw archive's files. The
-helpers notebook 08 ships with are checked piece by piece: the size estimate, the disk check,
+helpers notebook 09 ships with are checked piece by piece: the size estimate, the disk check,
 the upload's timeout, unique names, all five validation statuses, the request table.
 """
 
@@ -168,11 +168,11 @@ def test_uploading_the_raw_archive_fails_validation_and_the_converted_files_pass
 
 
 # ---------------------------------------------------------------------------------------
-# Notebook 08's own code.
+# Notebook 09's own code.
 
 
 def _cells() -> list[str]:
-    return [c.source for c in code_cells("08_ship_the_adapter")]
+    return [c.source for c in code_cells("09_ship_the_adapter")]
 
 
 def _cell_with(text: str) -> str:

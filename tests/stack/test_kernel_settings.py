@@ -1,7 +1,7 @@
 """Simulated latencies and injected faults belong to the client (kernel) that set them.
 
 One stack serves every kernel, so a setting one kernel makes must neither reach another
-kernel nor outlive it: notebook 06 simulates cloud waits for its own runs only and undoes
+kernel nor outlive it: notebook 07 simulates cloud waits for its own runs only and undoes
 them however a run ends, and the stack forgets a client's settings once its process has
 left. The start-up settings from the environment stay every client's default.
 """

@@ -127,7 +127,7 @@ def test_checkpoints_are_shared_for_reading_and_a_resumed_run_may_retire_its_sta
     local_stack,
 ):
     """Notebook 04 after a crash: a new kernel (a new client) resumes from the dead kernel's
-    state, then deletes it once its own next state is saved. Notebook 08: another kernel
+    state, then deletes it once its own next state is saved. Notebook 09: another kernel
     loads 04's state and serves its adapter."""
     url, alice, bob = local_stack.url, new_client("alice"), new_client("bob")
     _, state_path, sampler_path = asyncio.run(_trained_run(url, alice, "shared"))
@@ -150,7 +150,7 @@ def test_checkpoints_are_shared_for_reading_and_a_resumed_run_may_retire_its_sta
             await (await training.load_state_async(state_path))
         return training.model_id
 
-    asyncio.run(load(with_optimizer=False))  # notebook 08: reads the weights, no more
+    asyncio.run(load(with_optimizer=False))  # notebook 09: reads the weights, no more
     assert _rest(url, bob, "DELETE", state_path).status == 404
     asyncio.run(load(with_optimizer=True))  # notebook 04 resumed: it continues Alice's run
     assert _rest(url, bob, "DELETE", sampler_path).status == 404  # not what it resumed from

@@ -2,7 +2,7 @@
 
 Only sail's transport is replaced, so these drive the installed SDK from the top: the
 guide's `sail.tinker_sandbox_factory`, `sail.TinkerSandbox`, `Sailbox.exec`. What they get
-back must be what `sail.exec_process.ExecResult` documents, which is what notebook 07's
+back must be what `sail.exec_process.ExecResult` documents, which is what notebook 08's
 cloud path meets on a real Sailbox.
 """
 

@@ -378,7 +378,7 @@ def test_extract_bash_script_takes_the_first_bash_block() -> None:
 
 
 def test_the_script_rule_is_notebook_01s_grader_rule_then_the_first_bash_block() -> None:
-    """`bash_script` (the learner's exercise in notebook 07) on a completion's text agrees
+    """`bash_script` (the learner's exercise in notebook 08) on a completion's text agrees
     with the token-level rule the math environment grades by."""
     register_offline_kimi_tokenizer()
     renderer = get_renderer(RENDERER_NAME, offline_kimi_tokenizer())

@@ -1,4 +1,4 @@
-"""The `train_latency` knob notebook 06 simulates Tinker's step time with: it must make a
+"""The `train_latency` knob notebook 07 simulates Tinker's step time with: it must make a
 training step take at least its latency while leaving the compute thread free, so that Sail
 keeps sampling during the wait; that is what lets the notebook's pipelined loop overlap the
 two. Refused values change nothing.

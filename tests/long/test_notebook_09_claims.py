@@ -1,4 +1,4 @@
-"""What notebook 08's comparison claims, checked on executed notebooks rather than by asserts in
+"""What notebook 09's comparison claims, checked on executed notebooks rather than by asserts in
 them: whether the shipped adapter beats the base model is a claim about random samples, so a
 learner who changes a seed must never meet an AssertionError over it.
 
@@ -18,7 +18,7 @@ import pytest
 from local_stack.client.supervisor import stop_local_stack
 from tests.notebook_support import error_outputs, finish, kernel_env, papermill, probe, with_probe
 
-NOTEBOOK = "08_ship_the_adapter.ipynb"
+NOTEBOOK = "09_ship_the_adapter.ipynb"
 RUN_TIMEOUT_S = 3600  # notebook 04 at its defaults on a busy shared machine
 # 04 at its defaults but for the optional reward-hacking section, whose runs 08 never ships.
 RUN_04 = {"loophole_steps": 0}
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.timeout(2 * RUN_TIMEOUT_S)
 
 
 def run_08(folder: Path, env: dict) -> dict:
-    """Notebook 08 at its defaults with the probe appended after the rendered sentence."""
+    """Notebook 09 at its defaults with the probe appended after the rendered sentence."""
     notebook = with_probe(NOTEBOOK, folder, "checked", after="verdict = (", steps=PROBE_STEPS)
     code, log = finish(papermill(str(notebook), folder / "08.ipynb", {}, env), RUN_TIMEOUT_S)
     assert code == 0, log[-3000:]

@@ -1,4 +1,4 @@
-"""Notebook 07's scripted policy and its five-seed summary: the slow reply is drawn exactly
+"""Notebook 08's scripted policy and its five-seed summary: the slow reply is drawn exactly
 once at the default group size, and the summary was measured at the notebook's own defaults
 by the script it names."""
 
@@ -10,7 +10,7 @@ from helpers.measurements import load_measurement
 from helpers.notebook_parameters import NOTEBOOK_PARAMETERS
 from tests.notebook_source import cells
 
-NOTEBOOK = "07_sandboxed_rollouts"
+NOTEBOOK = "08_sandboxed_rollouts"
 
 
 def test_the_slow_reply_is_drawn_once_at_the_default_group_size() -> None:
@@ -26,7 +26,7 @@ def test_the_slow_reply_is_drawn_once_at_the_default_group_size() -> None:
 
 
 def test_the_five_seed_summary_was_measured_at_the_notebooks_defaults() -> None:
-    """The seeds notebook 07 renders (measurements/shell_policy_seeds.json) ran its local
+    """The seeds notebook 08 renders (measurements/shell_policy_seeds.json) ran its local
     defaults, five seeds or more."""
     measured = load_measurement("shell_policy_seeds")
     assert len(measured["by_seed"]) >= 5

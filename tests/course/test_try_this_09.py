@@ -1,4 +1,4 @@
-"""Notebook 08's first "Try this", second half: `lora_name = None` and
+"""Notebook 09's first "Try this", second half: `lora_name = None` and
 `lora_prefix = "my-team"`, run in this process up to the connect cell (the notebook's own
 cells, `tests.try_this_support.run_cells`). The first half, a name Sail refuses, is
 tests/long/test_exercises.py's and tests/repo/test_instructor_guide.py's; the bullets
@@ -17,7 +17,7 @@ SAIL_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]")
 
 def test_a_made_up_name_starts_with_the_prefix_and_the_connect_cell_prints_it(local_stack) -> None:
     cells = run_cells(
-        "08_ship_the_adapter.ipynb",
+        "09_ship_the_adapter.ipynb",
         {"lora_name": None, "lora_prefix": "my-team"},
         until="unique_lora_name(cfg.lora_prefix)",
     )

@@ -1,4 +1,4 @@
-"""Notebook 08's "Try this" bullets that ship an adapter, each at the settings it states:
+"""Notebook 09's "Try this" bullets that ship an adapter, each at the settings it states:
 
 - `keep_on_sail = True` at the default `run_name`, then what that bullet and the rank-64 one
   say to type (the code spans of their text, run in order, not retyped here), after the
@@ -37,7 +37,7 @@ from tests.notebook_support import (
 )
 from tests.try_this_support import NOTEBOOKS, try_this_bullets
 
-NOTEBOOK = "08_ship_the_adapter.ipynb"
+NOTEBOOK = "09_ship_the_adapter.ipynb"
 KEEP = "Set `keep_on_sail = True`"
 RANK_64 = "a config that claims rank 64"
 # The bullet's two settings; the rest are notebook 04's defaults (at 60 steps or more it holds

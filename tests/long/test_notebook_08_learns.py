@@ -1,4 +1,4 @@
-"""Notebook 07 at its local defaults learns: the training reward of the last third of its
+"""Notebook 08 at its local defaults learns: the training reward of the last third of its
 steps beats the first third's by at least 0.15. A claim about a random run, so it is checked
 here, on the executed notebook's own metrics file, not by a cell of the notebook."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from local_stack.client.supervisor import stop_local_stack
 from tests.notebook_support import error_outputs, kernel_env, run, succeeded
 
-NOTEBOOK = "07_sandboxed_rollouts.ipynb"
+NOTEBOOK = "08_sandboxed_rollouts.ipynb"
 RUN_NAME = "sandboxed-shell"  # the notebook's default run_name
 MIN_RISE = 0.15  # what scripts/train_shell_policy.py --min-rise checks by default
 

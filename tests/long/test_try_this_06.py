@@ -1,4 +1,4 @@
-"""Notebook 05's "Try this" bullets that read runs, done as each bullet says, on the runs it
+"""Notebook 06's "Try this" bullets that read runs, done as each bullet says, on the runs it
 names: `make sweep`'s own (`sweep-*`, the grid in sweeps/default.toml) and those of
 `make sweep SWEEP="-p seed 0 1 2 --name seeds3"` (`seeds3-*`).
 
@@ -26,7 +26,7 @@ from tests.sweep_support import (
     write_sweep_runs,
 )
 
-NOTEBOOK = "05_compare_runs.ipynb"
+NOTEBOOK = "06_compare_runs.ipynb"
 SEEDS3_SWEEP = ["-p", "seed", "0", "1", "2", "--name", "seeds3"]  # the first bullet's SWEEP
 SPREAD_CELL = "spread, freedom = seed_spread("
 YOUR_SWEEP = "your sweep, "  # how 05 labels the runs `runs` picks
@@ -46,7 +46,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_05(folder: Path, out: str, parameters: dict) -> tuple[str, dict]:
-    """Notebook 05 at `parameters` on `folder`'s runs: what its comparison cell printed, and
+    """Notebook 06 at `parameters` on `folder`'s runs: what its comparison cell printed, and
     what the probe after its curves cell saw."""
     notebook = with_probe(NOTEBOOK, folder / out, CURVES_PROBE, after="curve_metric = ")
     executed = succeeded(run(notebook, folder / out / "out.ipynb", parameters, kernel_env(folder)))

@@ -1,4 +1,4 @@
-"""Notebook 07 where the local sandbox cannot run, and where it can.
+"""Notebook 08 where the local sandbox cannot run, and where it can.
 
 Where it cannot (no bubblewrap here; macOS and missing user namespaces take the same path),
 the notebook says why in one sentence at the top, skips each cell that creates sandboxes
@@ -9,7 +9,7 @@ busy machine can change, such as a fork bomb reaching its process limit within 3
 hook in the kernel records every process the kernel starts, so "no command ran unisolated"
 is checked, not assumed.
 
-The run where it can is notebook 07's solved run (`make solutions`' copy, small sizes, on a
+The run where it can is notebook 08's solved run (`make solutions`' copy, small sizes, on a
 stack of its own with fake keys set), and three tests read it: every exercise's check passes
 and nothing leaked; every command ran sandboxed, and the containment table; and the
 sandboxes its check cell counts are those it created (a start-up file logs each one with its
@@ -50,7 +50,7 @@ from tests.notebook_support import (
     solved_copy,
 )
 
-NOTEBOOK = "07_sandboxed_rollouts.ipynb"
+NOTEBOOK = "08_sandboxed_rollouts.ipynb"
 # Runs in the kernel at start-up (an IPython startup file): logs the argv of each process
 # it starts, by subprocess, os.exec*, os.posix_spawn, os.spawn* or os.system.
 AUDIT_STARTUP = """
@@ -81,7 +81,7 @@ CONTAINMENT = """{
 }"""
 
 
-# A start-up file for notebook 07's kernel: every local sandbox created is logged with its
+# A start-up file for notebook 08's kernel: every local sandbox created is logged with its
 # lifetime budget. The notebook's factory, `shell_tasks.sandboxes.local_task_sandbox`, looks
 # up the stack's factory each time it creates a sandbox, so it finds this wrapper.
 SANDBOX_LOG = """
@@ -121,7 +121,7 @@ def path_without_bwrap(folder: Path) -> str:
 
 
 def run_notebook_07(env: dict, tmp_path: Path) -> tuple[nbformat.NotebookNode, list[list[str]]]:
-    """Run notebook 07 under papermill; return the executed notebook and the kernel's process
+    """Run notebook 08 under papermill; return the executed notebook and the kernel's process
     starts."""
     startup = tmp_path / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True)
@@ -155,7 +155,7 @@ class SolvedRun:
 
 @pytest.fixture(scope="module")
 def solved_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SolvedRun]:
-    """Run the solved notebook 07, with a probe cell at the end (what the containment cell
+    """Run the solved notebook 08, with a probe cell at the end (what the containment cell
     measured), its process starts and sandboxes logged, on a stack of its own."""
     folder = tmp_path_factory.mktemp("solved-07")
     book = nbformat.read(solved_copy(NOTEBOOK.removesuffix(".ipynb"), folder / "solved"), 4)

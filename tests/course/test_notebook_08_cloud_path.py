@@ -1,4 +1,4 @@
-"""Notebook 07's containment cells hold on a Sailbox's results, not only on the local sandbox's.
+"""Notebook 08's containment cells hold on a Sailbox's results, not only on the local sandbox's.
 
 The cells run here as the notebook has them, with `backend = "cloud"` and a sandbox factory
 whose results are what `sail.TinkerSandbox` passes on from a Sailbox (exit code 124 and
@@ -26,7 +26,7 @@ from tinker_cookbook.sandbox.sandbox_interface import SandboxResult
 
 from tests.containment_support import assert_contained, containment_table
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_sandboxed_rollouts.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08_sandboxed_rollouts.ipynb"
 CONTAINMENT_CELL = "cell-16"
 
 

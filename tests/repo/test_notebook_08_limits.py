@@ -1,4 +1,4 @@
-"""The sizes notebook 07's optional table states are the ones the code has: the local
+"""The sizes notebook 08's optional table states are the ones the code has: the local
 sandbox's `ResourceLimits` defaults and the Sailbox size "s" from the SDK's size table."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from tests.notebook_source import cell, numbers
 
 
 def table_row(first_column: str) -> str:
-    source = cell("07_sandboxed_rollouts", "local-and-sailbox")
+    source = cell("08_sandboxed_rollouts", "local-and-sailbox")
     [row] = [line for line in source.splitlines() if line.startswith(f"| {first_column} |")]
     return row
 

@@ -1,4 +1,4 @@
-"""Notebook 05's cells, run in process on hand-written runs laid out as `make sweep` leaves
+"""Notebook 06's cells, run in process on hand-written runs laid out as `make sweep` leaves
 them: its interval agrees with notebook 04's bootstrap, its comparison sets like against
 like, its gain figure is labelled by setting, and its intervals use t quantiles."""
 
@@ -20,7 +20,7 @@ from sweeps.compare import gain_half_width
 from tests.notebook_source import cell, code_cells, numbers, without_numbers
 from tests.sweep_support import write_sweep_runs
 
-NOTEBOOK = "05_compare_runs"
+NOTEBOOK = "06_compare_runs"
 # Student's t at 97.5% for 49 degrees of freedom (50 problems), from a printed table.
 T_975_49 = 2.0096
 
@@ -49,7 +49,7 @@ def test_its_interval_and_04s_bootstrap_agree_closely(problems: int) -> None:
 
 @pytest.fixture(scope="module")
 def notebook_05(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """Notebook 05's cells up to its gain table, run in process on `make sweep`'s six runs
+    """Notebook 06's cells up to its gain table, run in process on `make sweep`'s six runs
     (three learning rates, two seeds, three held-out sets of 50 problems), written by hand."""
     runs_dir = tmp_path_factory.mktemp("sweep") / "runs"
     write_sweep_runs(runs_dir, [])

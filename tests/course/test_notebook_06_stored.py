@@ -1,4 +1,4 @@
-"""Notebook 05 renders its main comparison from the stored sweep (measurements/stored_sweep.json,
+"""Notebook 06 renders its main comparison from the stored sweep (measurements/stored_sweep.json,
 written by scripts/stored_sweep.py) and shows the learner's own runs beside it, labelled as a
 noise demonstration. Its cells run in process on a stored file made here from runs written by
 hand, so every number it shows can be traced to the file: change the file and the output
@@ -30,7 +30,7 @@ from sweeps.stored import stored_run, stored_runs
 from tests.notebook_source import cell
 from tests.sweep_support import write_sweep_runs
 
-NOTEBOOK = "05_compare_runs"
+NOTEBOOK = "06_compare_runs"
 CELLS = ("cell-01", "cell-03", "cell-05", "cell-07", "cell-09", "cell-10")
 STORED_STEPS = 20  # longer than `make sweep`'s 12
 PROVENANCE = {
