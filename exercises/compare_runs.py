@@ -68,6 +68,13 @@ def _unpaired_across_runs(before_a_P, after_a_P, before_b_P, after_b_P, same_pro
     return _gain_difference(before_a_P, after_a_P, before_b_P, after_b_P, False)
 
 
+def _before_ignored_when_paired(before_a_P, after_a_P, before_b_P, after_b_P, same_problems):
+    if not same_problems:
+        return _gain_difference(before_a_P, after_a_P, before_b_P, after_b_P, False)
+    difference, variance = _mean_and_variance(after_a_P - after_b_P)
+    return difference, math.sqrt(variance)
+
+
 def _population_variance(before_a_P, after_a_P, before_b_P, after_b_P, same_problems):
     gain_a_P, gain_b_P = after_a_P - before_a_P, after_b_P - before_b_P
     if same_problems:
@@ -91,12 +98,12 @@ def _gain_cases() -> list[Case]:
         scores(0.6, 0.0, 0.2, 0.9, 0.5),
         scores(0.6, 0.1, 0.4, 0.9, 0.7),
     )
-    # One seed, two learning rates: the same problems, scored the same before training.
-    shared_before = scores(0.2, 0.8, 0.5, 0.0, 1.0, 0.4)
+    # One seed, two learning rates: the same problems, but each run scored the base model
+    # itself, with answers of its own, so their scores before training differ a little.
     shared = (
-        shared_before,
+        scores(0.2, 0.8, 0.5, 0.0, 1.0, 0.4),
         scores(0.4, 0.9, 0.7, 0.1, 1.0, 0.6),
-        shared_before,
+        scores(0.3, 0.7, 0.5, 0.1, 0.9, 0.4),
         scores(0.3, 0.8, 0.5, 0.1, 0.9, 0.6),
     )
     uneven = (
@@ -156,6 +163,14 @@ GAIN_DIFFERENCE = Exercise(
             "hard for run B too: pair them (the difference of the two gains on each problem), "
             "so that the problems' difficulty cancels instead of widening the interval.",
             _unpaired_across_runs,
+        ),
+        Mistake(
+            "the scores before training ignored when the problems are shared",
+            "with shared problems you compared the two runs' scores after training and left "
+            "out their scores before. Each run scored the base model itself, with answers of "
+            "its own, so the two before scores differ too: pair each problem's gain "
+            "(after - before, per run), then the difference of the two gains.",
+            _before_ignored_when_paired,
         ),
         Mistake(
             "the difference taken the other way round",

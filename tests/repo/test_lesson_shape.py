@@ -156,7 +156,7 @@ REVIEWED_NUMBERS = {
     # The guide's credit for a cut-off answer.
     "10_reward_hacking": {"0", "0.9"},
     # t and z quantiles, power, the exercise's minutes
-    "06_compare_runs": {"1", "2", "1.96", "4.30", "80%", "95%", "10"},
+    "06_compare_runs": {"0", "1", "2", "1.96", "80%", "95%", "10"},
     # Staleness levels, the default k = 3, the interval's 1.96 and the 80%-power 2.8, the
     # check's 4 steps per level, the SDK's 20 s poll and a 2 s batch, notebook 02's rollout
     # timeouts (12 hours, 10 minutes), the cookbook's version.
