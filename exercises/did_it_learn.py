@@ -12,7 +12,7 @@ from helpers.stats import pass_at_k
 def _cases() -> list[Case]:
     # First: every typical mistake gives an answer of its own here, so each gets its hint.
     return [
-        Case("16 answers, 4 of them right, k = 4", (16, 4, 4)),
+        Case("16 answers, 3 of them right, k = 4", (16, 3, 4)),
         Case("16 answers, 4 right, k = 1 (the correct rate)", (16, 4, 1)),
         Case("16 answers, none right, k = 16", (16, 0, 16)),
         Case("8 answers, 6 right, k = 3 (fewer wrong answers than k)", (8, 6, 3)),
@@ -54,6 +54,12 @@ PASS_AT_K = Exercise(
             "could not succeed together. They can, so the sum counts some draws twice: use "
             "1 - C(samples - correct, k) / C(samples, k).",
             lambda samples, correct, k: min(1.0, k * correct / samples),
+        ),
+        Mistake(
+            "integer division",
+            "you divided with //, which rounds the share of all-wrong draws down to a whole "
+            "number (0 here), so pass@k came out 1: divide with /.",
+            lambda samples, correct, k: 1 - comb(samples - correct, k) // comb(samples, k),
         ),
     ],
 )

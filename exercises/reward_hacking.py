@@ -27,6 +27,11 @@ def _standard_deviations(before: float, after: float, rollouts: int) -> str:
     return "rose" if after - before > noise else "fell" if before - after > noise else STILL
 
 
+def _one_standard_error(before: float, after: float, rollouts: int) -> str:
+    noise = math.sqrt((before * (1 - before) + after * (1 - after)) / rollouts)
+    return "rose" if after - before > noise else "fell" if before - after > noise else STILL
+
+
 def _any_change(before: float, after: float, rollouts: int) -> str:
     return "rose" if after > before else "fell" if after < before else STILL
 
@@ -37,6 +42,7 @@ def _cases() -> list[Case]:
         Case("0.10 -> 0.16 over 400 rollouts at each end", (0.10, 0.16, 400)),
         Case("0.30 -> 0.22 over 400 rollouts at each end", (0.30, 0.22, 400)),
         Case("0.12 -> 0.13 over 480 rollouts: well inside the noise", (0.12, 0.13, 480)),
+        Case("0.10 -> 0.13 over 400 rollouts: inside two standard errors", (0.10, 0.13, 400)),
         Case("0.10 -> 0.14 over 400 rollouts: inside the noise of both ends", (0.10, 0.14, 400)),
         Case("0.0 -> 0.0: nothing ever skipped", (0.0, 0.0, 480)),
     ]
@@ -61,6 +67,13 @@ DIRECTION = Exercise(
             "carry noise: the difference's variance is the sum of the two, "
             "(before (1 - before) + after (1 - after)) / rollouts.",
             _one_error,
+        ),
+        Mistake(
+            "one standard error, not two",
+            "your band is one standard error of the difference wide. A change of one standard "
+            "error happens by chance about a third of the time: count a change only beyond two, "
+            "2 * sqrt((before (1 - before) + after (1 - after)) / rollouts).",
+            _one_standard_error,
         ),
         Mistake(
             "any change counted",

@@ -8,6 +8,7 @@ interrupted `helpers.errors` can close the bar and say how far the loop got.
 
 from __future__ import annotations
 
+import math
 import os
 
 # About what a JupyterLab output area shows on one line in a 1400 px wide window with the
@@ -31,15 +32,22 @@ def _current_cell() -> int | None:
     return None if shell is None else shell.execution_count
 
 
+# Step lines a loop shows, whatever its length (every step's metrics are in its run's files).
+SHOWN_LINES = 10
+
 # The progress that was created or advanced most recently, and the cell that did it.
 _latest: tuple[StepProgress, int | None] | None = None
 
 
 class StepProgress:
-    """Advance one step at a time, with one line of metrics per step."""
+    """Advance one step at a time, with a line of metrics for about `SHOWN_LINES` of the
+    steps (every step of a short loop), the last one always; a loop that stops early shows
+    its last step's line when it is closed."""
 
     def __init__(self, total: int, done: int = 0, desc: str = "training") -> None:
         self.total, self.done = total, done
+        self.every = max(1, math.ceil(total / SHOWN_LINES))
+        self._unshown: str | None = None
         self._bar = None
         if is_interactive():
             from tqdm.auto import tqdm
@@ -49,18 +57,27 @@ class StepProgress:
 
     def step_done(self, line: str) -> None:
         self.done += 1
-        lines = "\n".join(fit_fields(line))
-        if self._bar is None:
-            print(f"[{self.done}/{self.total}] {lines}", flush=True)
-        else:
-            self._bar.write(lines)
+        self._unshown = "\n".join(fit_fields(line))
+        if self.done % self.every == 0 or self.done >= self.total:
+            self._show()
+        if self._bar is not None:
             self._bar.update(1)
         self._mark_in_use()
 
     def close(self) -> None:
         # Idempotent. Short of `total`, tqdm's notebook bar turns red: stopped early.
+        self._show()
         if self._bar is not None:
             self._bar.close()
+
+    def _show(self) -> None:
+        if self._unshown is None:
+            return
+        if self._bar is None:
+            print(f"[{self.done}/{self.total}] {self._unshown}", flush=True)
+        else:
+            self._bar.write(self._unshown)
+        self._unshown = None
 
     def _mark_in_use(self) -> None:
         global _latest

@@ -89,7 +89,7 @@ def answer_matches(completion: str, reference: str) -> bool:
     return normalize_answer(boxed) == normalize_answer(final_answer(reference))
 
 
-# Where a completion's thinking ends (notebook 04 and the shell tasks read it).
+# Where a completion's thinking ends (notebook 10 and the shell tasks read it).
 THINK_CLOSE = "</think>"
 
 

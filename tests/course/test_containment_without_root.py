@@ -3,7 +3,7 @@
 Without root the local sandbox cannot enforce its per-sandbox totals (memory, disk): the limits
 hold per process, `memory_peak_bytes()` is None, and the memory and disk rows finish without
 "Killed" or "No space left". The check (`tests.containment_support.assert_contained`, which
-tests/notebooks/test_notebook_07_platforms.py runs on the executed notebook) must then skip
+tests/notebooks/test_notebook_08_platforms.py runs on the executed notebook) must then skip
 those rows rather than crash, and still check them where the totals are enforced.
 """
 

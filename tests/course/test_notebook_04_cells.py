@@ -74,7 +74,12 @@ def test_the_loophole_report_renders_what_the_guide_grader_paid(
     cut_off_pay = reward(correct=1, well_formed=0)
     paid_in_all = [LOOPHOLE_STEPS * n for n in (paid, in_full, paid - in_full)]
     assert {skipped, *paid_in_all, cut_off_pay} <= numbers(text)
-    found = "may have found the hole" if rose else "did not find the hole"
+    # The fixed grader's skip rate never moves here, so a rise under the guide's counts.
+    found = (
+        "may have exploited the hole"
+        if rose
+        else "showed no sign of exploiting the hole beyond its noise"
+    )
     assert text.startswith(f"**The outcome:** in {LOOPHOLE_STEPS} steps, RL {found}")
 
 

@@ -56,7 +56,7 @@ def notebook_05(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     namespace: dict = {"display": lambda *shown: None}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sweeps.runs, "find_runs", partial(sweeps.runs.find_runs, runs_dir=runs_dir))
-        # No stored sweep: these runs are the only ones compared (test_notebook_05_stored.py
+        # No stored sweep: these runs are the only ones compared (test_notebook_06_stored.py
         # has the stored sweep beside them).
         patch.setattr(helpers.measurements, "MEASUREMENTS_DIR", runs_dir / "no-measurements")
         for cell_id in ("cell-01", "cell-03", "cell-05", "cell-07", "cell-09"):

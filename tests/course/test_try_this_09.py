@@ -2,7 +2,7 @@
 `lora_prefix = "my-team"`, run in this process up to the connect cell (the notebook's own
 cells, `tests.try_this_support.run_cells`). The first half, a name Sail refuses, is
 tests/long/test_exercises.py's and tests/repo/test_instructor_guide.py's; the bullets
-that ship an adapter run in tests/long/test_try_this_08_runs.py."""
+that ship an adapter run in tests/long/test_try_this_09_runs.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 says, with small parameters, and checked for the change the bullet announces.
 
 (Those of notebooks 01, 02 and 04 are in tests/notebooks/test_results.py, 05's others in
-tests/long/test_try_this_05.py.) Each run sets the
+tests/long/test_try_this_06.py.) Each run sets the
 parameters a bullet names, or makes the edit it describes in the cell it names, and gets a
 last cell that prints what the test reads as JSON (`tests.notebook_support.probe`). One run
 checks several bullets where they touch different cells. A bullet that needs cloud keys is

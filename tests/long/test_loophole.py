@@ -85,7 +85,12 @@ def test_the_loophole_notebook_renders_its_counts_at_the_defaults(
         assert f"from {first:.3f} over the first {window} steps to {last:.3f}" in line
         assert f"of the {skipped} rollouts that skipped `</think>`, it paid {paid}" in line
     rose = prose.split("under the guide's grader the skip rate ", 1)[1].startswith("rose")
-    outcome = "may have found the hole" if rose else "did not find the hole"
+    fixed_rose = prose.split("Under the fixed grader, which pays no skip, the skip rate ", 1)[1]
+    outcome = (  # a rise counts only when the fixed grader's run did not rise too
+        "may have exploited the hole"
+        if rose and not fixed_rose.startswith("rose")
+        else "showed no sign of exploiting the hole beyond its noise"
+    )
     assert prose.startswith(f"**The outcome:** in {LOOPHOLE_STEPS} steps, RL {outcome}")
 
     # Run again, unchanged: the stored counts come back; no training client is made.

@@ -144,7 +144,7 @@ def test_a_rank_64_config_fails_validation_with_sails_reason(kept) -> None:
 def test_a_150_step_run_is_shipped_and_compared(folder: Path) -> None:
     """The guide's answer: the longer run's adapter, after its 150 steps, is the one shipped
     and compared, and its gain over the base model is stated with its paired interval (whether
-    that interval clears 0 is a random outcome: tests/long/test_notebook_08_claims.py checks
+    that interval clears 0 is a random outcome: tests/long/test_notebook_09_claims.py checks
     it at the defaults). Notebook 04 asserts its own claims inside."""
     env = kernel_env(folder)
     # 150 steps at the default sizes, then the held-out evaluations: beyond `run`'s timeout.

@@ -1,7 +1,7 @@
 """Cloud costs in whole notebook runs: the budget stops a cloud run mid-way and the run
 resumes, and notebook 02 sends no more requests than its estimate counts (the estimates
 themselves and the check cells are tests/course/test_cost.py; that notebook 08 creates the
-sandboxes its check cell counts is read from its solved run, in test_notebook_07_platforms.py)."""
+sandboxes its check cell counts is read from its solved run, in test_notebook_08_platforms.py)."""
 
 from __future__ import annotations
 

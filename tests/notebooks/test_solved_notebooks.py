@@ -40,7 +40,7 @@ SOLVED_ELSEWHERE = {
     "04_training_loop": "test_learners_loop_body.py",
     "05_did_it_learn": "test_results.py",  # it scores a run that file trains
     "07_faster_loops": "test_pipelining.py",
-    "08_sandboxed_rollouts": "test_notebook_07_platforms.py",
+    "08_sandboxed_rollouts": "test_notebook_08_platforms.py",
     "09_ship_the_adapter": "test_ship_adapter_runs.py",
 }
 # The notebooks that read earlier runs, and how their solved run gets some.

@@ -15,8 +15,9 @@ GENERATED_HEADER = "# Generated from notebooks/"
 TARGET_LINES = 1250
 # Until then, a ceiling: 2,749 lines on 2026-12-03; 2,849 on 2026-12-04, after notebook 04's
 # split declared the parameters of two more notebooks and 06 and 08 new ones (all in
-# notebook_parameters.py). Lower it as helpers/ shrinks.
-CEILING_LINES = 2850
+# notebook_parameters.py); 2,866 once a loop showed about ten step lines, not one per step
+# (progress.py). Lower it as helpers/ shrinks.
+CEILING_LINES = 2870
 
 
 def hand_written_lines() -> dict[str, int]:

@@ -165,7 +165,7 @@ REVIEWED_NUMBERS = {
     # timeout, the containment rows' sizes (8 x 200 MiB = 1.6 GiB, 8 x 100 MiB = 800 MiB, the
     # 1,000 bytes asked for, `sleep 300`, PID 3) and the local sandbox's ResourceLimits
     # (1 GiB, 256 MiB, 16,384 files, 128 processes, 60 s, 64 MiB; held by
-    # tests/repo/test_notebook_07_limits.py), a Sailbox size "s" (1 vCPU, 16 GiB, 32 GiB),
+    # tests/repo/test_notebook_08_limits.py), a Sailbox size "s" (1 vCPU, 16 GiB, 32 GiB),
     # four scripted replies (log(1/4)), the cookbook's version.
     "08_sandboxed_rollouts": set(
         "0 1 -9 2 3 4 5 8 16 30 32 60 64 100 124 128 200 256 300 444 800 1.6 1,000 16,384 "
