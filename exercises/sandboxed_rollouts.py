@@ -161,6 +161,7 @@ SCRIPT = Exercise(
 _STEP_CASES = [
     ("a right answer", RIGHT_ANSWER, 20),
     ("a wrong answer that exits 0", "wc -l < /app/numbers.txt > /app/sum.txt", 20),
+    ("a right answer, then exit 1", f"{RIGHT_ANSWER}; exit 1", 20),
     ("no bash block (None)", None, 20),
     (
         "a wrong answer, and a ~/.profile line that rewrites the tests",
@@ -236,6 +237,15 @@ async def _exit_code_as_reward(script, sandbox, task, sandbox_factory, timeout_s
     return Verdict(float(ran.exit_code == 0))
 
 
+async def _failure_withheld(script, sandbox, task, sandbox_factory, timeout_seconds):
+    if script is None:
+        return Verdict(0.0)
+    ran = await sandbox.run_command(script, workdir=task.workdir, timeout=timeout_seconds)
+    if ran.exit_code != 0:
+        return Verdict(0.0)
+    return await grade_in_fresh_sandbox(sandbox, task, sandbox_factory, timeout_seconds)
+
+
 async def _timed_out_graded(script, sandbox, task, sandbox_factory, timeout_seconds):
     if script is not None:
         await sandbox.run_command(script, workdir=task.workdir, timeout=timeout_seconds)
@@ -265,6 +275,13 @@ STEP = Exercise(
             "line in ~/.profile that rewrote the tests as they ran. Grade with "
             "`grade_in_fresh_sandbox`, which copies only the answer file to a new sandbox.",
             _graded_in_own_sandbox,
+        ),
+        Mistake(
+            "a failing exit code withheld the grade",
+            "you gave a script that exited non-zero `Verdict(0.0)` without grading it. Its "
+            "exit code says nothing about its answer: this one wrote the right sum, then "
+            "exited 1. Only a timeout skips grading; grade everything else.",
+            _failure_withheld,
         ),
         Mistake(
             "the script's exit code taken as the reward",

@@ -610,7 +610,7 @@ def _spend_06(cfg: Any) -> None:
 TAMPER_STRATEGIES = 9
 # The cases of 07's step exercise (`exercises.sandboxed_rollouts`), a policy sandbox each;
 # held equal to the exercise's cases by the same test.
-STEP_CHECK_CASES = 6
+STEP_CHECK_CASES = 7
 
 
 def _spend_07(cfg: Any) -> None:

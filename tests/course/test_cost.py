@@ -78,16 +78,16 @@ CLOUD_ROLLOUTS = {
 # Notebook 08's sandboxes with its cloud defaults: {lifetime budget in seconds: how many}: 11
 # for the first cells, then four groups of 8 and one per training and held-out rollout.
 _ROLLOUTS = SANDBOXED["steps"] * 64 + 2 * SANDBOXED["eval_tasks"] * SANDBOXED["eval_samples"]
-# By hand and containment at 120 s, the builder's and the step check's six cases at 600 s;
+# By hand and containment at 120 s, the builder's and the step check's seven cases at 600 s;
 # grading one more per graded rollout (120 s; the first group's by the chosen step at 80 s,
 # with two per check case) and containment row (90 s); the optional tamper cell's, at 300 s
 # and 90 s.
 CLOUD_SANDBOXES = {
-    80: 8 + 2 * 6,
+    80: 8 + 2 * 7,
     90: 2 + len(STRATEGIES),
     120: 1 + 12 + _ROLLOUTS,
     300: 2 * len(STRATEGIES),
-    600: 4 * 8 + 6 + _ROLLOUTS,
+    600: 4 * 8 + 7 + _ROLLOUTS,
 }
 
 
