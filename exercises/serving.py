@@ -192,9 +192,11 @@ async def _with_one_thing_wrong(
         if wrong == "training state"
         else training_client.save_weights_for_sampler_async
     )
-    save_result = await (await save(name, ttl_seconds=ttl_seconds))
+    save_ttl = {} if wrong == "save without ttl" else {"ttl_seconds": ttl_seconds}
+    save_result = await (await save(name, **save_ttl))
+    url_ttl = {} if wrong == "url without ttl" else {"ttl_seconds": ttl_seconds}
     signed_url = await sail.get_tinker_checkpoint_signed_url_async(
-        service_client, older_path or save_result.path, ttl_seconds=ttl_seconds
+        service_client, older_path or save_result.path, **url_ttl
     )
     settings: dict[str, Any] = dict(
         model=model_name,
@@ -276,6 +278,22 @@ SNAPSHOT_AND_SERVE = Exercise(
             "the checkpoint would live: use `checkpoint_lifetime(completion_window, "
             "ttl_seconds)` for the save, the URL and the completer alike.",
             "ttl not stretched",
+        ),
+        _mistake(
+            "the save given no TTL",
+            "you saved without `ttl_seconds`: Tinker then keeps the checkpoint until it is "
+            "deleted (its docstring: None = never expires), so one a crash leaves behind is "
+            "never cleaned up. Pass `ttl_seconds=checkpoint_lifetime(completion_window, "
+            "ttl_seconds)` to the save.",
+            "save without ttl",
+        ),
+        _mistake(
+            "the URL signed without a TTL",
+            "you signed the URL without `ttl_seconds`. Given one, "
+            "`sail.get_tinker_checkpoint_signed_url_async` first sets the checkpoint's TTL, "
+            "counted from now, so it lives as long as the rollouts need it: pass the same "
+            "`checkpoint_lifetime(...)` TTL as the save.",
+            "url without ttl",
         ),
         _mistake(
             "the completer given the TTL as passed",
