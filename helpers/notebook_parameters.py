@@ -566,7 +566,7 @@ def _spend_04(cfg: Any) -> None:
     print("  not counted: notebook 05's held-out evaluations (it counts them)")
 
 
-def _spend_04b(cfg: Any) -> None:
+def _spend_05(cfg: Any) -> None:
     """Held-out evaluations at the sizes the run started with (else notebook 04's)."""
     from helpers.cost import HELD_OUT_SETS, estimate_and_cap
     from helpers.runlog import RUNS_DIR
@@ -588,7 +588,7 @@ def _spend_04b(cfg: Any) -> None:
         print("  not counted: pass@k's rollouts")
 
 
-def _spend_06(cfg: Any) -> None:
+def _spend_07(cfg: Any) -> None:
     rollouts_per_step = cfg.group_size * cfg.groups_per_step
     training = {
         f"in the three runs of {cfg.steps} steps": 3 * cfg.steps * rollouts_per_step,
@@ -613,7 +613,7 @@ TAMPER_STRATEGIES = 9
 STEP_CHECK_CASES = 7
 
 
-def _spend_07(cfg: Any) -> None:
+def _spend_08(cfg: Any) -> None:
     from helpers.cost import describe_sandboxes
 
     rollouts_per_step = cfg.group_size * cfg.groups_per_step
@@ -649,7 +649,7 @@ def _spend_07(cfg: Any) -> None:
     print(describe_sandboxes(lifetimes, cfg.backend))
 
 
-def _spend_08(cfg: Any) -> None:
+def _spend_09(cfg: Any) -> None:
     # The short run is counted even when run_name has a checkpoint: it trains whenever that
     # checkpoint cannot be loaded, at notebook 04's declared sizes.
     loop = resolve(LOOP_NOTEBOOK, cfg.backend)
@@ -674,8 +674,8 @@ SPEND: dict[str, Callable[[Any], None]] = {
     "02_snapshot_and_serve": _spend_02,
     "03_one_grpo_step": _spend_03,
     "04_training_loop": _spend_04,
-    "05_did_it_learn": _spend_04b,
-    "07_faster_loops": _spend_06,
-    "08_sandboxed_rollouts": _spend_07,
-    "09_ship_the_adapter": _spend_08,
+    "05_did_it_learn": _spend_05,
+    "07_faster_loops": _spend_07,
+    "08_sandboxed_rollouts": _spend_08,
+    "09_ship_the_adapter": _spend_09,
 }
