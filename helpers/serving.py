@@ -48,7 +48,7 @@ def retry_cause(error: Exception) -> str | None:
         isinstance(body.get("error"), dict) and body["error"].get("type") == "transport_error"
     ):
         return "timeout"
-    status = getattr(error, "status_code", 0)
+    status = getattr(error, "status_code", None) or 0  # None: a response that ended failed
     return "429" if status == 429 else "5xx" if status >= 500 else None
 
 
@@ -131,7 +131,7 @@ class SnapshotCompleter(sail.SailTokenCompleter):
                 return await super().__call__(model_input, stop)
             except (sail.InferenceError, sail.TimeoutError, sail.TransportError) as error:
                 cause = retry_cause(error)
-                status = getattr(error, "status_code", 0)
+                status = getattr(error, "status_code", None) or 0
                 if status in (401, 403):
                     raise SailKeyRefusedError(
                         f"Sail refused the API key (HTTP {status}); check SAIL_API_KEY or "

@@ -35,6 +35,6 @@ def test_cloud_backend_runs_unchanged_against_the_local_stack(local_stack, tmp_p
     assert code == 0, log[-3000:]
     text, errors = outputs(out)
     assert not errors
-    assert "backend: cloud   learning rate: 0.0005   max_tokens: 1024" in text
+    assert "backend cloud, learning rate 0.0005, max_tokens 1024" in text
     assert "mean change" in text and "PEFT agrees" in text
     assert "completion tokens; weights from" in text  # what the bullet asks about, printed

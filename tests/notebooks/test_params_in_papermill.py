@@ -54,7 +54,9 @@ def test_papermill_with_a_value_out_of_range_fails_in_the_check_cell(
 def test_a_run_whose_rollouts_all_fail_ends_non_zero_in_one_sentence(
     run_env: dict, tmp_path: Path
 ) -> None:
-    """Every Sail response fails: notebook 04 stops at its first evaluation, not green."""
+    """Every Sail response fails: notebook 04 stops at its first step, not green, naming
+    Sail's failure (the course's retry check once met the failed response's missing status
+    code with a TypeError)."""
     run_env["COURSE_SAIL_FAULTS"] = "failed=1"
     parameters = {**SMALL_PARAMETERS["04_training_loop.ipynb"], "run_name": "all-fail"}
     code, log = finish(
@@ -64,4 +66,6 @@ def test_a_run_whose_rollouts_all_fail_ends_non_zero_in_one_sentence(
     executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     [error] = error_outputs(executed)
     assert error.ename == "AllRolloutsFailedError" and len(error.traceback) == 1
-    assert error.evalue.startswith("All 10 rollouts failed") and error.evalue in log
+    rollouts = parameters["group_size"] * parameters["groups_per_step"]
+    assert error.evalue.startswith(f"All {rollouts} rollouts failed") and error.evalue in log
+    assert "TypeError" not in error.evalue, error.evalue
