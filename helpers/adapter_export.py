@@ -4,29 +4,23 @@ downloaded, room on disk and in memory for the conversion, and the base-model di
 
 The converter reads the base model's `config.json` and its weight names, never a weight, so
 in the cloud a stand-in directory of those two replaces Kimi K2.6's ~600 GB checkpoint. For a
-mixture-of-experts model the export is much larger than the archive: the converter loads the
-whole archive, then gives each expert its own copy of the factor Tinker shares between them
-(`weights/_adapter.py`, `_expand_expert_weights`). `converter_export` counts the export by
-running the converter's own conversion on shape-only (meta) tensors, not by a formula of ours.
+mixture-of-experts model the export is much larger than the archive, since the converter
+copies the factor Tinker shares between experts into each; `kimi.converter` counts it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
-import math
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from helpers.errors import CourseConfigError
-from kimi.architecture import KIMI_K26 as KIMI_K26_SHAPE
-from kimi.architecture import MoeArchitecture, hf_weight_names, tinker_lora_shapes
+from kimi.architecture import KIMI_K26, MoeArchitecture
+from kimi.converter import converter_export
 
-KIMI_K26 = "moonshotai/Kimi-K2.6"
 BF16_BYTES = 2
 # A little more than the files for the file system, and in memory for Python and the SDKs.
 DISK_SLACK = 1.1
@@ -87,54 +81,6 @@ def estimate_tiny_llama(config: dict[str, Any], rank: int, targets: list[str]) -
     return ArchiveEstimate(parameters, parameters * 4, "every targeted layer of the tiny model")
 
 
-@dataclass(frozen=True)
-class ConverterExport:
-    """What `build_lora_adapter` makes of a Tinker archive, counted in parameters."""
-
-    archive: int  # in the Tinker archive
-    export: int  # in the PEFT export
-    copied: int  # in tensors the converter makes anew (each expert's copies), not the archive's
-
-
-def _convert_on_meta(arch: MoeArchitecture, rank: int) -> dict[str, tuple[int, int]]:
-    """Run the converter's own conversion on shape-only tensors of `arch`; per output tensor,
-    (parameters, 1 if it is a new tensor, 0 if it is the archive's own)."""
-    import torch
-    from tinker_cookbook.weights._adapter import _convert_adapter
-    from tinker_cookbook.weights._merge import detect_merge_profile
-
-    archive = {
-        name: torch.empty(shape, device="meta", dtype=torch.bfloat16)
-        for name, shape in tinker_lora_shapes(arch, rank).items()
-    }
-    names = set(hf_weight_names(arch))
-    profile = detect_merge_profile(arch.hf_config(), names)
-    export, _, _ = _convert_adapter(archive, names, profile)
-    own = {id(tensor) for tensor in archive.values()}
-    return {name: (t.numel(), int(id(t) not in own)) for name, t in export.items()}
-
-
-@functools.cache
-def converter_export(arch: MoeArchitecture, rank: int) -> ConverterExport:
-    """The converter's export of `arch` at `rank`, counted on a copy with one dense and one
-    expert layer (every layer of a kind is the same shape), then scaled to all layers:
-    converting Kimi K2.6's 61 layers of shape-only tensors would take seconds, this takes
-    a fraction of one. `tests/course/test_kimi_export.py` holds the two ways equal."""
-    dense, moe = arch.first_k_dense_replace, arch.num_hidden_layers - arch.first_k_dense_replace
-    small = dataclasses.replace(arch, num_hidden_layers=2, first_k_dense_replace=1)
-    per_layer = {"dense": [0, 0], "moe": [0, 0], "other": [0, 0]}
-    for name, (count, new) in _convert_on_meta(small, rank).items():
-        layer = re.search(r"\.layers\.(\d+)\.", name)
-        kind = "other" if layer is None else ("dense" if layer.group(1) == "0" else "moe")
-        per_layer[kind][0] += count
-        per_layer[kind][1] += count * new
-    weights = {"dense": dense, "moe": moe, "other": 1}
-    export = sum(weights[k] * v[0] for k, v in per_layer.items())
-    copied = sum(weights[k] * v[1] for k, v in per_layer.items())
-    archive = sum(math.prod(s) for s in tinker_lora_shapes(arch, rank).values())
-    return ConverterExport(archive, export, copied)
-
-
 def estimate_moe(arch: MoeArchitecture, rank: int, bytes_per_parameter: int) -> ArchiveEstimate:
     """An archive of `arch` at `rank` and its export. The conversion holds the whole archive
     in memory, then every tensor it copies, then writes the export from memory."""
@@ -148,11 +94,6 @@ def estimate_moe(arch: MoeArchitecture, rank: int, bytes_per_parameter: int) -> 
     )
 
 
-def kimi_k26_archive_parameters(rank: int) -> int:
-    """The parameters of a Kimi K2.6 archive at `rank`, from Tinker's shapes (no torch)."""
-    return sum(math.prod(shape) for shape in tinker_lora_shapes(KIMI_K26_SHAPE, rank).values())
-
-
 def estimate_kimi_k26(rank: int) -> ArchiveEstimate:
     """Kimi K2.6 with LoRA on every layer Tinker adapts (MLP, attention, unembedding), in bf16.
 
@@ -164,7 +105,7 @@ def estimate_kimi_k26(rank: int) -> ArchiveEstimate:
         "Tinker's LoRA shapes for Kimi K2.6 as the cookbook counts them, in bf16; "
         "Tinker's archive format and dtype are not documented"
     )
-    return dataclasses.replace(estimate_moe(KIMI_K26_SHAPE, rank, BF16_BYTES), how=how)
+    return dataclasses.replace(estimate_moe(KIMI_K26, rank, BF16_BYTES), how=how)
 
 
 def check_free_disk(directory: Path, estimate: ArchiveEstimate) -> int:

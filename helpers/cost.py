@@ -17,23 +17,21 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.adapter_export import kimi_k26_archive_parameters
 from helpers.errors import CourseConfigError
+from kimi.architecture import KIMI_K26
+from kimi.converter import archive_parameters
 
 PRICES_PATH = Path(__file__).resolve().parent / "prices.json"
 # Held-out sets a notebook-04 evaluation scores: locally known facts RL never trains on,
 # unseen facts and seen facts in new wording; in the cloud orca-math has only unseen ones.
 HELD_OUT_SETS = {"local": 3, "cloud": 1}
-# Large enough for the cloud defaults of every notebook (notebook 07's is the largest,
-# 808 rollouts of at most 1,024 tokens), small enough that a mistyped parameter is caught.
-DEFAULT_BUDGET_SAMPLED_TOKENS = 1_000_000
 # An assumption, not a documented size: a rank-32 Kimi K2.6 LoRA has the parameters the
 # cookbook's `get_lora_param_count` gives (about 4.7 billion), 2 bytes each in bf16, so each
 # sampler checkpoint's archive is about 9.4 GB, built by Tinker and downloaded by Sail once per
-# checkpoint served. `helpers.adapter_export` is the one source of that size (and of the
-# export's, which needs torch, so it is computed only where a notebook exports).
+# checkpoint served. `kimi.converter` is the one source of that size (and, through
+# `helpers.adapter_export`, of the export's, which needs torch: computed only where needed).
 ASSUMED_RANK = 32
-ASSUMED_ADAPTER_PARAMETERS = kimi_k26_archive_parameters(ASSUMED_RANK)
+ASSUMED_ADAPTER_PARAMETERS = archive_parameters(KIMI_K26, ASSUMED_RANK)
 ASSUMED_ADAPTER_ARCHIVE_GB = ASSUMED_ADAPTER_PARAMETERS * 2 / 1e9
 
 

@@ -125,8 +125,11 @@ COMPARED_PROBLEMS = {"local": 393, "cloud": HELD_OUT_PROBLEMS["cloud"]}
 RUN_NAME = Parameter(
     "arithmetic", run_name, "runs/<run_name>/ holds the run's metrics, figures and resume state"
 )
+# Large enough for the cloud defaults of every notebook (notebook 07's is the largest,
+# 808 rollouts of at most 1,024 tokens), small enough that a mistyped parameter is caught.
+DEFAULT_BUDGET_SAMPLED_TOKENS = 1_000_000
 BUDGET = Parameter(
-    1_000_000,
+    DEFAULT_BUDGET_SAMPLED_TOKENS,
     Whole(0, 10**12),
     "cloud only: the most tokens the notebook may sample; it stops before its first request "
     "if its estimate is larger",
@@ -441,12 +444,6 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
 }
 
 
-def _settings_class(notebook: str) -> type:
-    """A frozen dataclass with one field per parameter of `notebook`, in the cell's order."""
-    names = list(NOTEBOOK_PARAMETERS[notebook])
-    return make_dataclass("Settings", [(name, Any) for name in names], frozen=True)
-
-
 def backend_defaults(backend: str, notebook: str = LOOP_NOTEBOOK) -> dict[str, object]:
     """What None stands for on `backend`, for each of `notebook`'s parameters that may be None
     (`helpers.connect` hands notebook 04's to every notebook as `course.defaults`)."""
@@ -457,7 +454,11 @@ def backend_defaults(backend: str, notebook: str = LOOP_NOTEBOOK) -> dict[str, o
     }
 
 
-SETTINGS = {notebook: _settings_class(notebook) for notebook in NOTEBOOK_PARAMETERS}
+# Each notebook's settings: a frozen dataclass with a field per parameter, in the cell's order.
+SETTINGS = {
+    notebook: make_dataclass("Settings", [(name, Any) for name in declared], frozen=True)
+    for notebook, declared in NOTEBOOK_PARAMETERS.items()
+}
 PROFILES = sorted(
     {name for ps in NOTEBOOK_PARAMETERS.values() for p in ps.values() for name in p.profiles}
 )

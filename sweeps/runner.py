@@ -45,9 +45,8 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from helpers.cost import DEFAULT_BUDGET_SAMPLED_TOKENS
 from helpers.errors import CourseConfigError
-from helpers.notebook_parameters import profile, resolve
+from helpers.notebook_parameters import DEFAULT_BUDGET_SAMPLED_TOKENS, profile, resolve
 from helpers.params import HELD_OUT_PROBLEMS
 from helpers.runlog import RUNS_DIR
 from sweeps.notebook_runs import ROOT, execute, local_stack_for

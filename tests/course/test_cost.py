@@ -19,7 +19,6 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from helpers.cost import (
-    DEFAULT_BUDGET_SAMPLED_TOKENS,
     PRICES_PATH,
     Estimate,
     check_budget,
@@ -32,7 +31,7 @@ from helpers.cost import (
     sampled_tokens,
 )
 from helpers.errors import CourseConfigError
-from helpers.notebook_parameters import backend_defaults
+from helpers.notebook_parameters import DEFAULT_BUDGET_SAMPLED_TOKENS, backend_defaults
 from local_stack.client.control_client import get_stats
 from shell_tasks.tamper import STRATEGIES
 from tests.check_cells_support import run_check_cells

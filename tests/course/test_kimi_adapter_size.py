@@ -10,8 +10,9 @@ from IPython.display import Markdown
 from tinker_cookbook.hyperparam_utils import get_lora_param_count
 
 import helpers.adapter_export as adapter_export
-from helpers.adapter_export import KIMI_K26, estimate_kimi_k26
+from helpers.adapter_export import estimate_kimi_k26
 from helpers.cost import ASSUMED_ADAPTER_ARCHIVE_GB, ASSUMED_ADAPTER_PARAMETERS
+from kimi import MODEL_NAME as KIMI_K26
 from tests.notebook_source import ROOT, cell, flat, numbers
 
 

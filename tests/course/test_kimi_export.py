@@ -1,7 +1,7 @@
 """Kimi K2.6's adapter at its true size, and the converter's expert path run for real.
 
 The size of a PEFT export comes from running the cookbook's own conversion on shape-only
-tensors (`helpers.adapter_export.converter_export`); these tests hold its inputs to what is
+tensors (`kimi.converter.converter_export`); these tests hold its inputs to what is
 installed (the cookbook's per-rank counts, the offline tokenizer), its shortcut (one layer of
 each kind, scaled) to the full conversion, and its rule to `build_lora_adapter` converting a
 small mixture-of-experts archive in Tinker's layout on disk.
@@ -20,16 +20,14 @@ from tinker_cookbook.hyperparam_utils import get_lora_param_count
 from tinker_cookbook.weights import build_lora_adapter
 
 from helpers.adapter_export import (
-    KIMI_K26,
     ArchiveEstimate,
-    _convert_on_meta,
     check_free_disk,
     check_free_memory,
-    converter_export,
     estimate_kimi_k26,
     estimate_moe,
 )
 from helpers.errors import CourseConfigError
+from kimi import MODEL_NAME as KIMI_K26
 from kimi.architecture import (
     KIMI_K26 as KIMI_SHAPE,
 )
@@ -38,6 +36,7 @@ from kimi.architecture import (
     offline_vocab_size,
     tinker_lora_shapes,
 )
+from kimi.converter import convert_on_meta, converter_export
 from kimi.moe_archive import write_base_model_stand_in, write_tinker_moe_adapter
 
 
@@ -68,7 +67,7 @@ def test_tinkers_shapes_give_the_cookbooks_count_part_by_part(
 def test_the_scaled_count_is_the_full_conversions() -> None:
     """Counting one dense and one expert layer, then scaling, equals converting every layer."""
     for arch in (TINY_MOE, dataclasses.replace(KIMI_SHAPE, num_hidden_layers=4)):
-        full = _convert_on_meta(arch, 4)
+        full = convert_on_meta(arch, 4)
         counted = converter_export(arch, 4)
         assert counted.export == sum(count for count, _ in full.values())
         assert counted.copied == sum(count * new for count, new in full.values())
