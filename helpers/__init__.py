@@ -7,7 +7,7 @@
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, progress, stats, rollout_failures, measurements
                           what the taught loops draw, store, show, measure and guard against
-    errors, sdk_noise     one-sentence errors, and quiet SDK notices the course explains
+    errors                one-sentence errors for bad settings and runs that cannot go on
     adapter_export, sail_http, effect_size
                           notebook 09's export, its raw Sail requests (with the table of
                           documented and guessed fields), and when a comparison decides

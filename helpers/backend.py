@@ -11,7 +11,9 @@ money. Notebook code is the same either way.
 from __future__ import annotations
 
 import json
+import logging
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,13 +27,16 @@ from tinker_cookbook.tokenizer_utils import get_tokenizer
 from helpers.errors import CourseConfigError, install_short_errors
 from helpers.notebook_parameters import backend_defaults
 from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
-from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from kimi import MODEL_NAME, kimi_renderer
 
 ADAPTER_CONFIG_PATH = Path(__file__).resolve().parent.parent / "tinker_adapter_config.json"
 CLOUD_DATASET = "microsoft/orca-math-word-problems-200k"
 CLOUD_TRAIN_ROWS = TRAIN_PROBLEMS["cloud"]
 CLOUD_HELD_OUT_ROWS = HELD_OUT_PROBLEMS["cloud"]
+# tinker 0.35 logs two lines on every signed-URL call (see requirements.txt for why we pin
+# it); once per training step, they would bury the log. Notebook 02 explains them.
+TINKER_REST_LOGGER = "tinker.lib.public_interfaces.rest_client"
+KNOWN_NOISE = ("DEPRECATED: RestClient.get_checkpoint_archive_url", "Creating checkpoint archive")
 
 
 @dataclass
@@ -111,10 +116,7 @@ def connect(backend: str = "local") -> Course:
     show_tables_whole()
     if backend == "cloud":
         print(f"cloud logins found: {logins}")  # where each key comes from, never the key
-    if backend == "local":
-        splits = _start_local()
-    else:
-        splits = _cloud_rows()
+    splits = _start_local() if backend == "local" else _cloud_rows()
     tokenizer = get_tokenizer(MODEL_NAME)
     return Course(
         backend=backend,
@@ -129,6 +131,19 @@ def connect(backend: str = "local") -> Course:
         held_out_known_rows=splits["held_out_known"],
         held_out_seen_rows=splits["held_out_seen"],
     )
+
+
+def _drop_known_noise(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(KNOWN_NOISE)
+
+
+def quiet_tinker_deprecation_logs() -> None:
+    """Drop the two known lines, and only those, from Tinker's REST logger, and silence the
+    matching FutureWarning."""
+    warnings.filterwarnings("ignore", message=KNOWN_NOISE[0], category=FutureWarning)
+    logger = logging.getLogger(TINKER_REST_LOGGER)
+    if _drop_known_noise not in logger.filters:
+        logger.addFilter(_drop_known_noise)
 
 
 def show_tables_whole() -> None:
@@ -155,14 +170,9 @@ def tiny_base_model() -> tuple[Any, Any]:
 
 def local_base_model_dir(directory: Path) -> Path:
     """The tiny local model saved as a Hugging Face model directory (config.json + weights)."""
-    from safetensors.torch import save_file
+    from local_stack.client import tiny_model
 
-    if not (directory / "config.json").exists():
-        model, _ = tiny_base_model()
-        directory.mkdir(parents=True, exist_ok=True)
-        save_file(model.state_dict(), directory / "model.safetensors")
-        model.config.to_json_file(directory / "config.json")  # written last: marks it complete
-    return directory
+    return tiny_model.save_base_model_dir(directory)
 
 
 def tiny_lora_config(rank: int) -> Any:

@@ -9,6 +9,7 @@ from outside the stack, so that the engine can change without the course noticin
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import peft
 import transformers
@@ -25,6 +26,18 @@ def tiny_base_model() -> tuple[transformers.LlamaForCausalLM, CompactVocab]:
 def tiny_lora_config(rank: int) -> peft.LoraConfig:
     """The `peft.LoraConfig` the stack trains `tiny_base_model()` with, at `rank`."""
     return model.adapter_config_for(rank)
+
+
+def save_base_model_dir(directory: Path) -> Path:
+    """The tiny base model saved as a Hugging Face model directory (config.json + weights)."""
+    from safetensors.torch import save_file
+
+    if not (directory / "config.json").exists():
+        base, _ = tiny_base_model()
+        directory.mkdir(parents=True, exist_ok=True)
+        save_file(base.state_dict(), directory / "model.safetensors")
+        base.config.to_json_file(directory / "config.json")  # written last: marks it complete
+    return directory
 
 
 def sail_lora_metadata(url: str, rank: int) -> dict[str, str]:

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import nbformat
 import tinker
 
+from helpers.backend import quiet_tinker_deprecation_logs
 from helpers.scoring import MathGroupBuilder
-from helpers.sdk_noise import quiet_tinker_deprecation_logs
 from helpers.training import LoopSettings, run_step
 from local_stack.client.control_client import get_stats
 from local_stack.client.dataset import arithmetic_dataset
