@@ -72,19 +72,15 @@ class SignCheck:
         )
 
     def sentence(self) -> str:
-        if self.fewest < MIN_PER_GROUP:
-            return (
-                f"the mean changes ({self.mean_positive:+.2e} and {self.mean_negative:+.2e} "
-                f"nats) come from as few as {self.fewest} completions, fewer than the "
-                f"{MIN_PER_GROUP} a standard error needs, so their signs are not measured: "
-                "shown, not asserted"
-            )
-        return (
-            f"the mean changes ({self.mean_positive:+.2e} and {self.mean_negative:+.2e} nats) "
-            f"are within {DECISIVE_RATIO:g} standard errors ({self.error_positive:.1e}, "
-            f"{self.error_negative:.1e}) of zero, so their signs are not measured: shown, "
-            "not asserted"
+        changes = f"the mean changes ({self.mean_positive:+.2e} and {self.mean_negative:+.2e} nats)"
+        why = (
+            f"come from as few as {self.fewest} completions, fewer than the {MIN_PER_GROUP} a "
+            "standard error needs"
+            if self.fewest < MIN_PER_GROUP
+            else f"are within {DECISIVE_RATIO:g} standard errors ({self.error_positive:.1e}, "
+            f"{self.error_negative:.1e}) of zero"
         )
+        return f"{changes} {why}, so their signs are not measured: shown, not asserted"
 
 
 def sign_check(positive: list[float], negative: list[float]) -> SignCheck:

@@ -262,17 +262,16 @@ def fewer_than_steps(name: str, value: object, checking: Checking) -> None:
 def training_pool(counts: dict[str, int]) -> Rule:
     """Notebook 07's fixed problems: at most every training problem the backend loads, and
     at least one step's worth (`groups_per_step`), since each step draws that many."""
+    loaded = problems(counts, "training")
 
     def rule(name: str, value: object, checking: Checking) -> None:
-        count = counts[checking.backend]
-        why = f"the {checking.backend} backend has {count} training problems"
-        Whole(1, count, why)(name, value)
+        loaded(name, value, checking)
         step = checking.value("groups_per_step")
         if value < step:  # type: ignore[operator]
             _refuse(name, "at least groups_per_step", value, f"each step draws {step} of them")
 
-    local, cloud = (counts[backend] for backend in BACKENDS)
-    return described(f"1 to {local} ({cloud} in the cloud), at least groups_per_step")(rule)
+    loaded_range = loaded.describe()  # type: ignore[attr-defined]
+    return described(f"{loaded_range}, at least groups_per_step")(rule)
 
 
 STEPS = Whole(1, 10_000, none_ok=True)

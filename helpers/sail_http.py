@@ -108,10 +108,6 @@ def unique_lora_name(prefix: str) -> str:
     return f"{prefix}-{user}-{secrets.token_hex(4)}"  # at most 20 + 1 + 20 + 1 + 8 characters
 
 
-def sail_url() -> str:
-    return os.environ.get("SAIL_API_URL", SAIL_URL_DEFAULT)
-
-
 def check_shape(method: str, route: str, fields: dict[str, Any] | None = None) -> RequestShape:
     """The table's entry for a request, or AssertionError naming what is not in the table."""
     shape = REQUEST_SHAPES.get((method, route))
@@ -130,19 +126,14 @@ async def sail_request(
     path = route.format(**(path_args or {}))
     timeout = kwargs.pop("timeout", aiohttp.ClientTimeout(total=READ_TIMEOUT_SECONDS))
     headers = {"Authorization": f"Bearer {os.environ['SAIL_API_KEY']}"}
+    url = os.environ.get("SAIL_API_URL", SAIL_URL_DEFAULT) + path
     async with aiohttp.ClientSession(trust_env=True, timeout=timeout) as session:
-        async with session.request(method, sail_url() + path, headers=headers, **kwargs) as reply:
+        async with session.request(method, url, headers=headers, **kwargs) as reply:
             body = await reply.json(content_type=None)
     if reply.status >= 400:
         message = body.get("error", {}).get("message") if isinstance(body, dict) else body
         raise SailRequestError(f"HTTP {reply.status} from {method} {path}: {message}")
     return body
-
-
-def upload_timeout(size_bytes: int) -> aiohttp.ClientTimeout:
-    """A total timeout sized to the file, and a read timeout that catches a stall."""
-    total = UPLOAD_OVERHEAD_SECONDS + size_bytes / MIN_UPLOAD_BYTES_PER_SECOND
-    return aiohttp.ClientTimeout(total=total, sock_read=READ_TIMEOUT_SECONDS)
 
 
 class _CountingReader(io.BufferedReader):
@@ -161,7 +152,8 @@ class _CountingReader(io.BufferedReader):
 async def upload_file(path: Path, purpose: str = "lora") -> str:
     """POST /v1/files, streamed from disk with a progress bar; returns the file's id."""
     size = path.stat().st_size
-    timeout = upload_timeout(size)
+    total = UPLOAD_OVERHEAD_SECONDS + size / MIN_UPLOAD_BYTES_PER_SECOND  # sized to the file
+    timeout = aiohttp.ClientTimeout(total=total, sock_read=READ_TIMEOUT_SECONDS)
     bar = _progress_bar(size, f"upload {path.name}")
     form = aiohttp.FormData()
     form.add_field("purpose", purpose)

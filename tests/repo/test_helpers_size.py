@@ -16,8 +16,12 @@ TARGET_LINES = 1250
 # Until then, a ceiling: 2,749 lines on 2026-12-03; 2,849 on 2026-12-04, after notebook 04's
 # split declared the parameters of two more notebooks and 06 and 08 new ones (all in
 # notebook_parameters.py); 2,866 once a loop showed about ten step lines, not one per step
-# (progress.py). Lower it as helpers/ shrinks.
-CEILING_LINES = 2870
+# (progress.py); 2,776 later that day (issue 36): the converter's export count moved to
+# kimi/converter.py, the tiny model's save to a directory to local_stack/client/tiny_model.py,
+# sdk_noise.py folded into backend.py (its one user), the token budget's default declared with
+# its parameter, once-used helpers inlined and two repeated sentences and rules shared. Lower
+# it as helpers/ shrinks.
+CEILING_LINES = 2776
 
 
 def hand_written_lines() -> dict[str, int]:
