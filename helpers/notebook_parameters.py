@@ -337,7 +337,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "08_sandboxed_rollouts": {
         "backend": BACKEND,
         "steps": _with(
-            Parameter(None, STEPS, "optimizer steps", local=15, cloud=3), small=2, rehearsal=3
+            Parameter(None, STEPS, "optimizer steps", local=10, cloud=3), small=2, rehearsal=3
         ),
         "group_size": _with(
             Parameter(8, Whole(2, 16), "rollouts (and sandboxes) per task; GRPO compares them"),
@@ -365,7 +365,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 None,
                 Whole(1, 256, none_ok=True),
                 "held-out tasks scored before and after training",
-                local=48,
+                local=32,
                 cloud=8,
             ),
             small=4,

@@ -62,9 +62,10 @@ def main() -> int:
         return run_all(out_dir, given, skip=OPTIONAL_NOTEBOOKS) or failed
 
 
-def run_tiny_sweep(name: str, backend: str, size: str = "tiny-sweep", jobs: int = 1) -> int:
+def run_tiny_sweep(name: str, backend: str, size: str = "tiny-sweep", jobs: int = 2) -> int:
     """The sweep the comparison notebook compares, at notebook 04's size profile `size`; 1 if
-    any of its runs failed."""
+    any of its runs failed. Two runs at a time by default: a tiny run is mostly its kernel
+    starting and importing, one core's work, so two cores take two runs at once."""
     start = time.monotonic()
     grid = {**profile(sweep.NOTEBOOK.stem, size), **TINY_SWEEP, "backend": backend}
     runs = sweep.plan(grid, name)
