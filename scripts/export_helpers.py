@@ -78,6 +78,14 @@ Also the held-out evaluation that notebook 05 runs on the base and the trained w
 Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` uses both.
 """,
     ),
+    TaughtModule(
+        "09_ship_the_adapter.ipynb",
+        "shipping.py",
+        """Shipping an adapter's plumbing: the short run shipped when notebook 04 left none, the
+base model the converter reads, the archive fetched and unpacked safely, and given tokens
+scored with Tinker's `forward` (its logprobs, and their gaps to Sail's).
+""",
+    ),
 )
 
 

@@ -20,8 +20,6 @@ CORE_CODE_LIMIT = 250
 CODE_OVER_THE_SLOT = {
     "04_training_loop",
     "05_did_it_learn",
-    "07_faster_loops",
-    "09_ship_the_adapter",
 }
 
 
