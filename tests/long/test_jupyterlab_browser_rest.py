@@ -1,8 +1,8 @@
 """The notebooks tests/notebooks/test_jupyterlab_browser.py leaves out, as a learner sees them
 in JupyterLab in a real browser (Run All, then what is on the screen: tests/browser_support.py
-says what is checked): 02, 05, 07, 08, 09 and 10, each at its small sizes. Each takes a minute
-or more here, too long for CI's `make test-notebooks`. Notebooks 05 and 09 read a run of 04:
-papermill makes one first, small, in the runs folder JupyterLab's kernels see.
+says what is checked): 02, 05, 07, 08, 09 and 10, each at its small sizes. Together about seven
+minutes on a two-core machine, too long for CI's `make test-notebooks`. Notebooks 05 and 09 read
+a run of 04: papermill makes one first, small, in the runs folder JupyterLab's kernels see.
 """
 
 from __future__ import annotations

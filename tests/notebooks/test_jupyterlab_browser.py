@@ -1,8 +1,8 @@
 """The notebooks as a learner sees them, in JupyterLab in a real browser (Run All, then what is
 on the screen: tests/browser_support.py says what is checked), for the notebooks CI can afford:
-01, 03, 04 and 06, a few seconds each. The other six (each a minute or more in a browser, 05
-and 09 after a run of 04) are in tests/long/test_jupyterlab_browser_rest.py, in `make
-test-long`.
+01, 03, 04 and 06, about two minutes together on a two-core machine. The other six (about seven
+minutes more, 05 and 09 after a run of 04) are in tests/long/test_jupyterlab_browser_rest.py,
+in `make test-long`.
 """
 
 from __future__ import annotations
