@@ -21,11 +21,7 @@ from tinker_cookbook.rl.metrics import compute_kl_sample_train
 from tinker_cookbook.rl.rollout_strategy import MinViableGroup
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
-from tinker_cookbook.rl.types import (  # noqa: F401 (05's evaluation uses Trajectory)
-    EnvGroupBuilder,
-    Trajectory,
-    TrajectoryGroup,
-)
+from tinker_cookbook.rl.types import EnvGroupBuilder, Trajectory, TrajectoryGroup  # noqa: F401 (05)
 
 from helpers.cost import sampled_tokens  # noqa: F401 (run_step's solution uses it)
 from helpers.rollout_failures import CountingPolicy
@@ -36,8 +32,7 @@ from helpers.serving import ROLLOUT_TIMEOUT_S, SnapshotCompleter, sail_policy
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The knobs of one training run. Notebook 04 passes its settings object, `cfg`, which
-    has these fields (and more); code without one, such as a script, builds this."""
+    """A run's knobs: notebook 04 passes its `cfg`, which has these fields; a script builds one."""
 
     run_name: str
     group_size: int
@@ -53,21 +48,18 @@ def mean_reward(groups: list[TrajectoryGroup]) -> float:
 
 
 def rollout_metrics(groups: list[TrajectoryGroup]) -> list[dict]:
-    """What the environment reported for each rollout (`MathEnv`: {"correct": 0 or 1,
-    "format": 0 or 1})."""
+    """Each rollout's environment metrics (`MathEnv`: "correct" and "format", 0 or 1)."""
     return [t.transitions[-1].metrics for g in groups for t in g.trajectories_G]
 
 
 def metric_rate(groups: list[TrajectoryGroup], key: str) -> float:
-    """The mean of `key` over the rollouts whose environment reported it: for a 0-or-1
-    metric such as `MathEnv`'s "correct", the fraction of rollouts where it was 1."""
+    """The mean of `key` over the rollouts that report it: for "correct", the fraction right."""
     values = [m[key] for m in rollout_metrics(groups) if key in m]
     return sum(values) / len(values) if values else 0.0
 
 
 def metric_rates(groups: list[TrajectoryGroup]) -> dict[str, float]:
-    """`metric_rate` of every metric the environment reported: "correct" and "format" for
-    `MathEnv`; for another task, whatever its environment reports."""
+    """`metric_rate` of each metric the environment reports (`MathEnv`: "correct", "format")."""
     keys = dict.fromkeys(key for metrics in rollout_metrics(groups) for key in metrics)
     return {key: metric_rate(groups, key) for key in keys}
 
@@ -87,14 +79,11 @@ def split_degenerate_groups(
 async def rollout_groups(
     builders: Sequence[Any], policy: Any, min_successful: int = 2
 ) -> tuple[list[TrajectoryGroup], int]:
-    """Roll out every group concurrently (`builders`: the cookbook's `EnvGroupBuilder`s,
-    each with a `group_size`, such as `MathGroupBuilder`).
-
-    A failed rollout (a Sail error, a timeout) is dropped, not retried. A group survives
-    while `min_successful` of its rollouts do: for training, two is the least GRPO can
-    compare. Returns the surviving groups and how many rollouts were dropped. If every
-    rollout fails, it raises instead: a run that went on would learn and score nothing.
-    """
+    """Roll out every group concurrently (`builders`: the cookbook's `EnvGroupBuilder`s, each
+    with a `group_size`, such as `MathGroupBuilder`). A failed rollout (a Sail error, a timeout)
+    is dropped, not retried; a group survives while `min_successful` of its rollouts do (for
+    training, two: the least GRPO can compare). Returns the surviving groups and how many
+    rollouts were dropped; raises if all failed: a run going on would learn and score nothing."""
     timeout = ROLLOUT_TIMEOUT_S[policy.completion_window]  # flex may take hours
     counted = CountingPolicy(policy)
     strategy = MinViableGroup(min_successful, max_retries=0, per_rollout_timeout=timeout)
@@ -115,6 +104,9 @@ async def rollout_groups(
     return groups, dropped
 
 
+STATE_TTL_SECONDS = 7 * 24 * 3600  # a training state lives a week, then Tinker deletes it
+
+
 async def delete_checkpoint(service_client: Any, tinker_path: str) -> None:
     """Delete a checkpoint we are done with (its TTL would delete it later anyway)."""
     await service_client.create_rest_client().delete_checkpoint_from_tinker_path_async(tinker_path)
@@ -123,11 +115,9 @@ async def delete_checkpoint(service_client: Any, tinker_path: str) -> None:
 async def snapshot_policy(
     name: str, settings: LoopSettings, training_client: Any, course: Any, run: str = ""
 ) -> SnapshotCompleter:
-    """The current weights as sampler checkpoint `name`, served by Sail with the run's settings.
-
-    Sail is told the name with the run's id (`run`, by default `run_id(settings.run_name)`):
-    checkpoint names repeat from run to run, the name Sail is given must not.
-    """
+    """The current weights as sampler checkpoint `name`, served by Sail with the run's settings
+    under `name` and the run's id (`run`, by default `run_id(settings.run_name)`): checkpoint
+    names repeat from run to run, the name Sail is given must not."""
     return await sail_policy(
         training_client,
         course.service_client,
@@ -142,12 +132,9 @@ async def snapshot_policy(
 
 
 def train_step_metrics(data: list[Any], learner_logprobs: list[torch.Tensor]) -> dict[str, float]:
-    """Importance weights, loss and sampler-learner KL of one step's datums.
-
-    `learner_logprobs` is what `train_step` returns: for each datum, Tinker's logprob of
-    each target token before the update. Prompt positions (mask 0) are not completion
-    tokens and carry no advantage.
-    """
+    """Importance weights, loss and sampler-learner KL of one step's datums, given Tinker's
+    logprob of each datum's target tokens before the update (`learner_logprobs`). Prompt
+    positions (mask 0) are not completion tokens and carry no advantage."""
     completion_weights, loss = [], 0.0
     for datum, learner in zip(data, learner_logprobs, strict=True):
         inputs = datum.loss_fn_inputs
@@ -164,33 +151,6 @@ def train_step_metrics(data: list[Any], learner_logprobs: list[torch.Tensor]) ->
     }
 
 
-async def train_on_groups(
-    training_groups: list[TrajectoryGroup], learning_rate: float, training_client: Any
-) -> tuple[list[Any], list[torch.Tensor], dict[str, float]]:
-    """One optimizer step on groups that are not degenerate: advantages, datums, `train_step`.
-
-    Returns the datums, the learner's logprobs of their tokens before the update, and the
-    step's metrics: Tinker's own, and those of `train_step_metrics`.
-    """
-    advantages = compute_advantages(training_groups)
-    data, _ = assemble_training_data(training_groups, advantages)
-    optim_metrics: dict[str, float] = {}  # train_step adds what Tinker's optim_step reports
-    learner_logprobs = await train_step(
-        data_D=data,
-        training_client=training_client,
-        learning_rate=learning_rate,
-        num_substeps=1,
-        loss_fn="importance_sampling",
-        metrics=optim_metrics,
-    )
-    metrics = {
-        "advantage_abs_mean": float(torch.cat(advantages).abs().mean()),
-        **optim_metrics,
-        **train_step_metrics(data, learner_logprobs),
-    }
-    return data, learner_logprobs, metrics
-
-
 async def run_step(
     step: int,
     builders: Sequence[EnvGroupBuilder],
@@ -199,32 +159,28 @@ async def run_step(
     course: Any,
 ) -> tuple[dict, list[TrajectoryGroup]]:
     """One step of the loop on any task's groups: returns the step's record (which the loop
-    logs and plots) and the step's rollout groups.
+    logs and plots) and its rollout groups.
 
-    1. Snapshot: `snapshot_policy(f"{settings.run_name}-step-{step}", settings,
-       training_client, course)` saves the current weights and gives a Sail policy for them.
-    2. Roll out: `rollout_groups(builders, policy)` gives `(groups, dropped_rollouts)`; then
-       Sail is done with the checkpoint: `delete_checkpoint(course.service_client,
-       policy.checkpoint_path)`.
-    3. `split_degenerate_groups(groups)` gives `(kept, degenerate)`. Train on the kept groups;
-       if there are none, skip steps 4 and 5: no datums, no optimizer step.
+    1. `snapshot_policy(f"{settings.run_name}-step-{step}", settings, training_client, course)`
+       saves the current weights and gives a Sail policy for them.
+    2. `rollout_groups(builders, policy)` gives `(groups, dropped_rollouts)`; Sail is then done
+       with the checkpoint: `delete_checkpoint(course.service_client, policy.checkpoint_path)`.
+    3. `split_degenerate_groups(groups)` gives `(kept, degenerate)`. Train on `kept`; if it is
+       empty, skip 4 and 5: no datums, no optimizer step.
     4. `compute_advantages(kept)` (each reward minus its group's mean), then
-       `assemble_training_data(kept, advantages)` gives `(data, _)`, one `tinker.Datum` a
-       rollout.
-    5. `training_client.forward_backward_async(datums, "importance_sampling")`, with each
-       datum's "mask" input left out (`tinker.Datum(model_input=..., loss_fn_inputs=...)`),
-       then `training_client.optim_step_async(tinker.AdamParams(learning_rate=
-       settings.learning_rate, beta1=0.9, beta2=0.95, eps=1e-8))`. Each returns a future:
-       `await future.result_async()`. Datum i's learner logprobs are
-       `backward_result.loss_fn_outputs[i]["logprobs"].to_torch()`.
+       `assemble_training_data(kept, advantages)` gives `(data, _)`: a `tinker.Datum` a rollout.
+    5. `training_client.forward_backward_async(sent, "importance_sampling")`, `sent` being the
+       datums without their "mask" input (`tinker.Datum(model_input=..., loss_fn_inputs=...)`),
+       then `training_client.optim_step_async(adam)`, `adam` being `tinker.AdamParams(
+       learning_rate=settings.learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)`. Each returns a
+       future: `await future.result_async()`. Datum i's learner logprobs are the backward
+       result's `loss_fn_outputs[i]["logprobs"].to_torch()`.
     6. The record, a skipped step's too: "step"; `**metric_rates(groups)`; "reward"
-       (`mean_reward(groups)`); "degenerate_pct" (the percentage of `groups` that are
-       degenerate; 100 if no group survived); "skipped" (True if no group was kept);
-       "datums" (how many were sent; 0 if skipped); "dropped_rollouts"; "sail_retries"
-       (`sum(policy.retries.values())`); "sampled_tokens" (`sampled_tokens(groups)`);
-       "save_s", "sample_s", "train_s" (`time.monotonic()` differences); and, if it
-       trained, "advantage_abs_mean", the optimizer result's `metrics` and
-       `**train_step_metrics(data, learner_logprobs)`.
+       (`mean_reward(groups)`); "degenerate_pct" (% of `groups`, 100 if none survived);
+       "skipped" (no group kept); "datums" (how many sent); "dropped_rollouts"; "sail_retries"
+       (`sum(policy.retries.values())`); "sampled_tokens" (`sampled_tokens(groups)`); "save_s",
+       "sample_s", "train_s" (`time.monotonic()` differences); if it trained, "advantage_abs_mean",
+       the optimizer result's `metrics`, `**train_step_metrics(data, learner_logprobs)`.
     """
     started = time.monotonic()
     policy = await snapshot_policy(
@@ -281,7 +237,32 @@ async def run_step(
     return record, groups
 
 
-STATE_TTL_SECONDS = 7 * 24 * 3600  # a run's training state lives a week
+async def train_on_groups(
+    training_groups: list[TrajectoryGroup], learning_rate: float, training_client: Any
+) -> tuple[list[Any], list[torch.Tensor], dict[str, float]]:
+    """One optimizer step on groups that are not degenerate: advantages, datums, `train_step`.
+
+    Returns the datums, the learner's logprobs of their tokens before the update, and the
+    step's metrics: Tinker's own, and those of `train_step_metrics`.
+    """
+    advantages = compute_advantages(training_groups)
+    data, _ = assemble_training_data(training_groups, advantages)
+    optim_metrics: dict[str, float] = {}  # train_step adds what Tinker's optim_step reports
+    learner_logprobs = await train_step(
+        data_D=data,
+        training_client=training_client,
+        learning_rate=learning_rate,
+        num_substeps=1,
+        loss_fn="importance_sampling",
+        metrics=optim_metrics,
+    )
+    metrics = {
+        "advantage_abs_mean": float(torch.cat(advantages).abs().mean()),
+        **optim_metrics,
+        **train_step_metrics(data, learner_logprobs),
+    }
+    return data, learner_logprobs, metrics
+
 
 SCORES = ("reward", "correct", "format", "correct_given_format")
 COUNTS = ("samples", "reward", "correct", "format", "correct_and_format")

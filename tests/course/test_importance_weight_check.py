@@ -27,7 +27,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "04_training_loop
 def summary_cell() -> str:
     """The summary cell: the one that lists the diagnostics."""
     cells = nbformat.read(NOTEBOOK, as_version=4).cells
-    [summary] = [c.source for c in cells if c.source.startswith("diagnostics = [")]
+    [summary] = [c.source for c in cells if "diagnostics = [" in c.source]
     return summary
 
 
