@@ -266,7 +266,6 @@ async def train_on_groups(
 
 SCORES = ("reward", "correct", "format", "correct_given_format")
 COUNTS = ("samples", "reward", "correct", "format", "correct_and_format")
-EXAMPLES_KEPT = 3  # first answers kept per evaluation, to read side by side
 
 
 def problem_counts(groups: list[TrajectoryGroup], rows: list[dict]) -> list[dict]:
@@ -296,35 +295,27 @@ def scores(counts: dict) -> dict:
     }
 
 
+EXAMPLES_KEPT = 3  # first answers kept per evaluation, to read side by side
+
+
 def first_answers(groups: list[TrajectoryGroup], rows: list[dict], renderer: Any) -> list[dict]:
     """The first sampled answer to each of the first EXAMPLES_KEPT problems, to read."""
-    answered: dict[object, tuple[Trajectory, TrajectoryGroup]] = {}
-    for group in groups:
-        first = group.trajectories_G[0]
-        answered.setdefault(first.transitions[-1].logs["question"], (first, group))
+    answers = {row["question"]: final_answer(row["answer"]) for row in rows[:EXAMPLES_KEPT]}
     examples = []
-    for row in rows[:EXAMPLES_KEPT]:
-        if row["question"] in answered:
-            trajectory, group = answered[row["question"]]
-            text = renderer.tokenizer.decode(trajectory.transitions[0].ac.tokens)
-            examples.append(
-                {
-                    "question": row["question"],
-                    "answer": final_answer(row["answer"]),
-                    "completion": text if len(text) <= 300 else "…" + text[-300:],
-                    "reward": group.get_total_rewards()[0],
-                }
-            )
+    for group in groups:  # in `rows` order; a problem whose samples all failed has none
+        first = group.trajectories_G[0]
+        if (question := first.transitions[-1].logs["question"]) in answers:
+            text = renderer.tokenizer.decode(first.transitions[0].ac.tokens)
+            completion = text if len(text) <= 300 else "…" + text[-300:]
+            example = {"question": question, "answer": answers[question], "completion": completion}
+            examples.append(example | {"reward": group.get_total_rewards()[0]})
     return examples
 
 
 async def evaluate(policy: Any, rows: list[dict], renderer: Any, samples_per_problem: int) -> dict:
-    """Score `policy` on `rows` without training.
-
-    Returns the scores pooled over every sample (see `scores`; "correct_given_format" is,
-    of the well-formed answers, how many are right), `samples`, `dropped_rollouts`, the
-    counts per problem that the intervals resample (`problems`), and a few `examples`.
-    """
+    """Score `policy` on `rows` without training: the scores pooled over every sample (see
+    `scores`), `samples`, `dropped_rollouts`, the counts per problem that the intervals
+    resample (`problems`) and a few answers to read (`examples`)."""
     builders = [MathGroupBuilder(row, renderer, samples_per_problem) for row in rows]
     groups, dropped = await rollout_groups(builders, policy, min_successful=1)
     problems = problem_counts(groups, rows)
@@ -339,34 +330,22 @@ async def evaluate(policy: Any, rows: list[dict], renderer: Any, samples_per_pro
 
 
 async def evaluate_now(
-    name: str,
-    held_out_sets: dict[str, list[dict]],
-    settings: LoopSettings,
-    samples_per_problem: int,
-    training_client: Any,
-    course: Any,
+    name: str, sets: dict, settings: LoopSettings, samples: int, client: Any, course: Any
 ) -> dict[str, dict]:
-    """Serve the current weights as sampler checkpoint `name`; score every held-out set."""
-    policy = await snapshot_policy(name, settings, training_client, course)
-    results = await asyncio.gather(
-        *(
-            evaluate(policy, rows, course.renderer, samples_per_problem)
-            for rows in held_out_sets.values()
-        )
-    )
+    """Serve `client`'s weights as sampler checkpoint `name`; score each set of rows in `sets`."""
+    policy = await snapshot_policy(name, settings, client, course)
+    evaluations = (evaluate(policy, rows, course.renderer, samples) for rows in sets.values())
+    results = await asyncio.gather(*evaluations)
     await delete_checkpoint(course.service_client, policy.checkpoint_path)
-    return dict(zip(held_out_sets, results, strict=True))
+    return dict(zip(sets, results, strict=True))
 
 
 def bootstrap_interval(
     before: list[dict], after: list[dict] | None = None, resamples: int = 2000, seed: int = 0
 ) -> dict[str, tuple[float, float]]:
     """The 95% interval of each score of `before` (counts per problem), or, given `after`
-    (the same problems in the same order), of each gain after - before.
-
-    Whole problems are resampled, with replacement; for a gain, each resample takes the
-    same problems before and after. The fixed `seed` makes every interval repeat exactly.
-    """
+    (the same problems in the same order), of each gain after - before: whole problems are
+    resampled, the same ones before and after. The fixed `seed` repeats every interval."""
     pick = np.random.default_rng(seed).integers(0, len(before), size=(resamples, len(before)))
 
     def resampled(problems: list[dict]) -> dict:

@@ -117,8 +117,7 @@ def temperature_half(shared: Path) -> nbformat.NotebookNode:
 
 
 HELD_OUT_CELLS = (  # notebook 05's
-    "with_interval(comparison[score], 'gain')",  # gains with intervals, and the table
-    "    verdict = (",  # the plain reading of each gain
+    '"reading": verdict(',  # every score and gain with its interval, and what each gain says
 )
 
 

@@ -15,11 +15,6 @@ from tests.notebook_source import NOTEBOOK_NAMES, NOTEBOOKS, ROOT, cell, cells, 
 MINE = NOTEBOOK_NAMES
 CORE_WORD_LIMIT = 1300
 CORE_CODE_LIMIT = 250
-# Notebooks whose core path still holds more code than a slot (issue 37 item 2): each is an
-# expected failure that must pass once its notebook is cut, so this set only shrinks.
-CODE_OVER_THE_SLOT = {
-    "05_did_it_learn",
-}
 
 
 def load_script(name: str):
@@ -38,20 +33,7 @@ def test_core_path_fits_the_slot(name: str) -> None:
     assert words <= CORE_WORD_LIMIT, f"{name}: {words} words of core-path prose"
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                strict=True, reason="its core path still holds more code than a slot"
-            ),
-        )
-        if name in CODE_OVER_THE_SLOT
-        else name
-        for name in MINE
-    ],
-)
+@pytest.mark.parametrize("name", MINE)
 def test_core_code_fits_the_slot(name: str) -> None:
     """Non-blank lines of code cells not tagged optional, hidden ones included."""
     lines = reading_times.core_code_lines(NOTEBOOKS / f"{name}.ipynb")
