@@ -21,7 +21,7 @@ from tinker_cookbook.rl.metrics import compute_kl_sample_train
 from tinker_cookbook.rl.rollout_strategy import MinViableGroup
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
-from tinker_cookbook.rl.types import EnvGroupBuilder, Trajectory, TrajectoryGroup  # noqa: F401 (05)
+from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
 
 from helpers.cost import sampled_tokens  # noqa: F401 (run_step's solution uses it)
 from helpers.rollout_failures import CountingPolicy
