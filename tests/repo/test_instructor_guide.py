@@ -207,7 +207,7 @@ def test_the_run_times_add_up_to_what_the_set_up_steps_say() -> None:
     setup, plan = guide().split("## Timed plan", 1)
     plan = plan.split("\n## ", 1)[0]
     seconds = [float(s) for s in re.findall(r"^\|[^|]+\| ([\d.]+) s \|", plan, re.MULTILINE)]
-    assert len(seconds) == 9  # the sweep and the notebooks of that `make run` (05 was in 04)
+    assert len(seconds) == 10  # the sweep and the nine notebooks of `make run`
     stated = numbers(setup)
     assert round(sum(seconds) / 60, 1) in stated
     assert round(seconds[0] / 60, 1) in stated  # the sweep
