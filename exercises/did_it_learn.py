@@ -12,8 +12,9 @@ from helpers.stats import pass_at_k
 def _cases() -> list[Case]:
     # First: every typical mistake gives an answer of its own here, so each gets its hint.
     return [
-        Case("16 answers, 3 of them right, k = 4", (16, 3, 4)),
+        Case("16 answers, 5 of them right, k = 2", (16, 5, 2)),
         Case("16 answers, 4 right, k = 1 (the correct rate)", (16, 4, 1)),
+        Case("16 answers, 3 right, k = 4 (fewer right answers than k)", (16, 3, 4)),
         Case("16 answers, none right, k = 16", (16, 0, 16)),
         Case("8 answers, 6 right, k = 3 (fewer wrong answers than k)", (8, 6, 3)),
     ]
@@ -47,6 +48,13 @@ PASS_AT_K = Exercise(
             "right. pass@k asks for at least one: count the draws with no right answer, "
             "C(samples - correct, k), and take 1 minus their share.",
             lambda samples, correct, k: comb(correct, k) / comb(samples, k),
+        ),
+        Mistake(
+            "counted from the right answers",
+            "you returned 1 - C(correct, k) / C(samples, k): 1 minus the chance that all k are "
+            "right. pass@k is 1 minus the chance that none is right: count the draws with no "
+            "right answer, C(samples - correct, k).",
+            lambda samples, correct, k: 1 - comb(correct, k) / comb(samples, k),
         ),
         Mistake(
             "chances added",

@@ -1,5 +1,5 @@
 """Notebook 08 at its local defaults learns: the training reward of the last third of its
-steps beats the first third's by at least 0.15. A claim about a random run, so it is checked
+steps beats the first third's by at least `MIN_RISE`. A claim about a random run, so it is checked
 here, on the executed notebook's own metrics file, not by a cell of the notebook."""
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from tests.notebook_support import error_outputs, kernel_env, run, succeeded
 
 NOTEBOOK = "08_sandboxed_rollouts.ipynb"
 RUN_NAME = "sandboxed-shell"  # the notebook's default run_name
-MIN_RISE = 0.15  # what scripts/train_shell_policy.py --min-rise checks by default
+# At 10 steps (thirds of three steps) runs rose +0.18 to +0.35 (the stored seeds, and two
+# notebook runs on 2026-12-04): 0.10 is a rise, with room for a run's noise.
+MIN_RISE = 0.10
 
 
-def test_07_at_its_defaults_the_training_reward_rises(tmp_path: Path) -> None:
+def test_08_at_its_defaults_the_training_reward_rises(tmp_path: Path) -> None:
     try:
         executed = succeeded(run(NOTEBOOK, tmp_path / "out.ipynb", {}, kernel_env(tmp_path)))
     finally:
