@@ -25,6 +25,7 @@ from shell_tasks.tamper import RIGHT_ANSWER, STRATEGIES, TAMPER_TASK_DIR
 
 AWK = "awk '{s += $1} END {print s}' numbers.txt > sum.txt\n"
 WRONG = "echo 0 > sum.txt\n"
+DRAFT = "echo 1 > sum.txt\n"
 _ANY_FENCE = re.compile(r"```[\w-]*[ \t]*\n(.*?)```", re.DOTALL)
 _BASH_FENCE = re.compile(r"```(?:bash|sh)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -55,6 +56,13 @@ def _script_cases() -> list[Case]:
             "a python block, then a bash block",
             completion(
                 "</think>```python\nprint(sum(map(int, open('numbers.txt'))))\n```\n"
+                f"```bash\n{AWK}```"
+            ),
+        ),
+        Case(
+            "thinking closed twice, a block between the two",
+            completion(
+                f"Maybe ```bash\n{WRONG}```</think>```bash\n{DRAFT}```\nNo.</think>"
                 f"```bash\n{AWK}```"
             ),
         ),
@@ -102,6 +110,22 @@ def _any_language(completion: str, stopped: bool) -> str | None:
     return None if answer is None else _first_fence(_ANY_FENCE, answer)
 
 
+def _first_close(completion: str, stopped: bool) -> str | None:
+    thinking, closed, answer = completion.partition("</think>")
+    if not (stopped and closed) or "<think>" in answer:
+        return None
+    return _first_fence(_BASH_FENCE, answer)
+
+
+def _bash_only(completion: str, stopped: bool) -> str | None:
+    answer = _answer(completion) if stopped else None
+    return (
+        None
+        if answer is None
+        else _first_fence(re.compile(r"```bash[ \t]*\n(.*?)```", re.DOTALL), answer)
+    )
+
+
 def _stripped(completion: str, stopped: bool) -> str | None:
     script = bash_script(completion, stopped)
     return None if script is None else script.strip()
@@ -143,6 +167,18 @@ SCRIPT = Exercise(
             "the completion opened a new `<think>` after its answer, so it is thinking again: "
             "by the grader's rule it has no answer to run (None), as in notebook 01.",
             _reopened_thinking_kept,
+        ),
+        Mistake(
+            "the answer taken after the first `</think>`",
+            "you split at the first `</think>`. A completion can close its thinking more than "
+            "once, and the answer is what follows the last one (as the grader of notebook 01 "
+            "reads it): use rpartition, or the text after the last `</think>`.",
+            _first_close,
+        ),
+        Mistake(
+            "```sh blocks left out",
+            "you ran only ```bash blocks. A ```sh block is a script too: accept both tags.",
+            _bash_only,
         ),
         Mistake(
             "the script stripped",

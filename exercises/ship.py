@@ -71,6 +71,10 @@ def _as_list(logits_TV: torch.Tensor, tokens_T: torch.Tensor, prompt_length: int
     return _completion_logprobs(logits_TV, tokens_T, prompt_length).tolist()
 
 
+def _last_axis_kept(logits_TV: torch.Tensor, tokens_T: torch.Tensor, prompt_length: int):
+    return _completion_logprobs(logits_TV, tokens_T, prompt_length)[:, None]
+
+
 def _normalised_over_positions(logits_TV: torch.Tensor, tokens_T: torch.Tensor, prompt_length: int):
     return _shifted(torch.log_softmax(logits_TV, dim=0), tokens_T, prompt_length)
 
@@ -114,6 +118,12 @@ COMPLETION_LOGPROBS = Exercise(
             "you normalised over positions (dim=0). Each position's distribution is over the "
             "vocabulary, the last axis of logits_TV: torch.log_softmax(logits_TV, dim=-1).",
             _normalised_over_positions,
+        ),
+        Mistake(
+            "the gathered axis kept",
+            "your numbers are right, but their shape is (C, 1): gather keeps the axis it "
+            "gathered along. Drop it with .squeeze(-1), for one logprob per completion token.",
+            _last_axis_kept,
         ),
         Mistake(
             "a list instead of a tensor",
