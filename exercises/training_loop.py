@@ -307,6 +307,9 @@ async def _step_with(
         advantages = compute_advantages(training_groups)
         if mistake == "rewards as advantages":
             advantages = [torch.tensor(g.get_total_rewards()) for g in training_groups]
+        elif mistake.startswith("divided by the std"):
+            unbiased = mistake.endswith("(unbiased)")
+            advantages = [a / a.std(unbiased=unbiased).clamp_min(1e-6) for a in advantages]
         data, _ = assemble_training_data(training_groups, advantages)
         sent = [
             tinker.Datum(
@@ -335,7 +338,8 @@ async def _step_with(
         "step": step,
         **metric_rates(groups),
         "reward": mean_reward(groups),
-        "degenerate_pct": 100.0 * len(degenerate_groups) / len(groups) if groups else 100.0,
+        "degenerate_pct": (1.0 if mistake == "a fraction" else 100.0)
+        * (len(degenerate_groups) / len(groups) if groups else 1.0),
         "skipped": not training_groups,
         "datums": len(data),
         "dropped_rollouts": dropped_rollouts,
@@ -402,6 +406,23 @@ LOOP_BODY = Exercise(
             "compute_advantages(groups), each reward minus its group's mean (0.75, -0.25, "
             "-0.25, -0.25), to assemble_training_data.",
             _mistake("rewards as advantages"),
+        ),
+        *(
+            Mistake(
+                f"advantages divided by the group's standard deviation ({spread})",
+                "you divided each group's advantages by its standard deviation "
+                f"({spread}), as published GRPO does. The course, like the cookbook's "
+                "compute_advantages, only centres them (Dr. GRPO's choice; see *Degenerate "
+                "groups*): pass compute_advantages(kept) to assemble_training_data unchanged.",
+                _mistake(f"divided by the std ({spread})"),
+            )
+            for spread in ("unbiased", "population")
+        ),
+        Mistake(
+            "degenerate_pct as a fraction",
+            "your degenerate_pct is a fraction (0.5); the record keeps a percentage (50), as "
+            "its name says and the loop's step line prints: multiply by 100.",
+            _mistake("a fraction"),
         ),
     ],
 )
