@@ -317,9 +317,17 @@ def _server_process(pid: int, storage: Path) -> psutil.Process | None:
 
 
 def _terminate(pid: int, storage: Path) -> bool:
-    """SIGTERM `storage`'s server (SIGKILL if it lingers); False if `pid` is not it."""
+    """SIGTERM `storage`'s server (SIGKILL if it lingers), then wait for its serving lock;
+    False if `pid` is not it. The lock goes with the last of the server's threads, which
+    can outlive the main one that the process's status reports (seen in CI: a new server
+    found the lock still held by a killed one)."""
     process = _server_process(pid, storage)
-    return process is not None and _terminate_process(process)
+    if process is None or not _terminate_process(process):
+        return False
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    while registry.serving_record(storage) is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return True
 
 
 def _terminate_process(process: psutil.Process) -> bool:
