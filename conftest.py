@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.test_durations import DURATIONS_PATH
 from tests.ast_guard_support import guard_ast_parse
 
 ROOT = Path(__file__).resolve().parent
@@ -58,17 +59,33 @@ NOTEBOOKS_IN_ORDER = ("notebooks/04_", "notebooks/05_", "notebooks/08_")
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, absent under `-p no:xdist`
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """`--dist loadfile` (the Makefile's) with nbval's runs of `NOTEBOOKS_IN_ORDER` as one
-    unit: one worker runs them in order with one runs/ folder, as a learner would. Every
-    other notebook is a unit of its own, so that the two workers share the nbval runs (all
-    in one unit, they were the run's longest path: 04 at its defaults alone is minutes)."""
+    """`--dist loadfile` (the Makefile's) with two changes. nbval's runs of
+    `NOTEBOOKS_IN_ORDER` are one unit: one worker runs them in order with one runs/ folder, as
+    a learner would; every other notebook is a unit of its own. And the units go out longest
+    first, by their seconds in a recorded run (DURATIONS_PATH): xdist's own order (most tests
+    first) left slow stack files of a few tests each to start last and run alone at the end."""
     if config.getvalue("dist") != "loadfile":
         return None
+    import json
+
     from xdist.scheduler import LoadFileScheduling
 
-    class NotebooksInOrder(LoadFileScheduling):
+    recorded = json.loads(DURATIONS_PATH.read_text())["seconds"]
+    config.option.loadscopereorder = False  # keep the order given below
+
+    class LongestFirstNotebooksInOrder(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
             return NOTEBOOKS_IN_ORDER[0] if scope.startswith(NOTEBOOKS_IN_ORDER) else scope
 
-    return NotebooksInOrder(config, log)
+        def _seconds(self, nodeid: str) -> float:
+            scope = self._split_scope(nodeid)
+            units = NOTEBOOKS_IN_ORDER if scope == NOTEBOOKS_IN_ORDER[0] else (scope,)
+            return sum(seconds for unit, seconds in recorded.items() if unit.startswith(units))
+
+        def add_node_collection(self, node, collection) -> None:
+            # Every worker's collection is sorted alike (a stable sort), so they still match.
+            longest_first = sorted(collection, key=lambda nodeid: -self._seconds(nodeid))
+            super().add_node_collection(node, longest_first)
+
+    return LongestFirstNotebooksInOrder(config, log)
