@@ -67,6 +67,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     if config.getvalue("dist") != "loadfile":
         return None
     import json
+    from collections import Counter
 
     from xdist.scheduler import LoadFileScheduling
 
@@ -84,8 +85,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return sum(seconds for unit, seconds in recorded.items() if unit.startswith(units))
 
         def add_node_collection(self, node, collection) -> None:
-            # Every worker's collection is sorted alike (a stable sort), so they still match.
-            longest_first = sorted(collection, key=lambda nodeid: -self._seconds(nodeid))
+            # Every worker's collection is sorted alike, so they still match. Units with no
+            # recorded seconds (new files) go after, most tests first as xdist would.
+            tests = Counter(map(self._split_scope, collection))
+            longest_first = sorted(
+                collection,
+                key=lambda nodeid: (-self._seconds(nodeid), -tests[self._split_scope(nodeid)]),
+            )
             super().add_node_collection(node, longest_first)
 
     return LongestFirstNotebooksInOrder(config, log)
