@@ -3,14 +3,12 @@
     backend               `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
     notebook_parameters   every parameter declared once; `settings(notebook, globals())`
     params, logins, cost  the rules parameters pass (a leaf); the cloud estimate and cap
-    scoring, serving, inspect_step, training, pipelined
+    scoring, serving, inspect_step, training, pipelined, shipping
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, progress, stats, rollout_failures, measurements
                           what the taught loops draw, store, show, measure and guard against
     errors                one-sentence errors for bad settings and runs that cannot go on
-    adapter_export, sail_http, effect_size
-                          notebook 09's export, its raw Sail requests (with the table of
-                          documented and guessed fields), and when a comparison decides
+    effect_size           when a comparison decides
     orca_answers          orca-math-style answers for notebook 01's `final_answer`
 
 Only `helpers.backend` imports the local stack (`local_stack.client`), inside the calls that

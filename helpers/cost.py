@@ -29,7 +29,7 @@ HELD_OUT_SETS = {"local": 3, "cloud": 1}
 # cookbook's `get_lora_param_count` gives (about 4.7 billion), 2 bytes each in bf16, so each
 # sampler checkpoint's archive is about 9.4 GB, built by Tinker and downloaded by Sail once per
 # checkpoint served. `kimi.converter` is the one source of that size (and, through
-# `helpers.adapter_export`, of the export's, which needs torch: computed only where needed).
+# `kimi.adapter_size`, of the export's, which needs torch: computed only where needed).
 ASSUMED_RANK = 32
 ASSUMED_ADAPTER_PARAMETERS = archive_parameters(KIMI_K26, ASSUMED_RANK)
 ASSUMED_ADAPTER_ARCHIVE_GB = ASSUMED_ADAPTER_PARAMETERS * 2 / 1e9
@@ -188,7 +188,7 @@ def describe_exports(backend: str, exports: int) -> str:
     uploads = f"{exports:,} PEFT export uploaded to Sail and hosted there as a named LoRA"
     if backend != "cloud":
         return uploads
-    from helpers.adapter_export import estimate_kimi_k26
+    from kimi.adapter_size import estimate_kimi_k26
 
     export_gb = estimate_kimi_k26(ASSUMED_RANK).export_bytes / 1e9
     return (

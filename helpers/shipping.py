@@ -1,14 +1,30 @@
 # Generated from notebooks/09_ship_the_adapter.ipynb by `make helpers`. Do not edit: change
 # the `# @save` cells there, then run `make helpers` again.
 """Shipping an adapter's plumbing: the short run shipped when notebook 04 left none, the
-base model the converter reads, the archive fetched and unpacked safely, and given tokens
-scored with Tinker's `forward` (its logprobs, and their gaps to Sail's).
+export's size and the room it needs, the base model the converter reads, the archive fetched
+and unpacked safely, given tokens scored with Tinker's `forward` (its logprobs, and their gaps
+to Sail's), and the raw HTTP requests that make the PEFT files a named LoRA on Sail.
+
+The `sail` SDK has no call for uploading a LoRA, so these requests go to the SDK's endpoint
+with its key (`SAIL_API_URL`, `SAIL_API_KEY`). `REQUEST_SHAPES` lists every request shape the
+course sends, each field documented (with its source) or guessed; `tests/repo/test_sdk_drift.py`
+fails when the course sends a shape or a field that is not in it. The local stack accepts
+exactly these shapes, so only the cloud can prove a guess wrong, and then Sail's error names
+the field.
 """
 
+import asyncio
+import getpass
+import io
 import json
+import os
 import random
+import re
+import secrets
 import shutil
 import tarfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +32,13 @@ import aiohttp
 import pandas as pd
 import tinker
 
-import helpers.adapter_export as export
-from helpers.adapter_export import ArchiveEstimate
 from helpers.backend import local_base_model_dir
+from helpers.errors import CourseConfigError
 from helpers.notebook_parameters import resolve
+from helpers.progress import is_interactive
 from helpers.scoring import MathGroupBuilder
 from helpers.training import run_step
+from kimi.adapter_size import ArchiveEstimate, estimate_kimi_k26
 
 
 async def train_short_run(cfg: Any, course: Any, training_client: Any) -> None:
@@ -38,6 +55,94 @@ async def train_short_run(cfg: Any, course: Any, training_client: Any) -> None:
         print(f"  step {step:2d}: reward {record['reward']:+.3f}")
 
 
+def lora_pairs(in_features: int, out_features: int, rank: int) -> int:
+    """Parameters of one LoRA on an in -> out linear layer: A (r x in) and B (out x r)."""
+    return rank * (in_features + out_features)
+
+
+def estimate_tiny_llama(config: dict[str, Any], rank: int, targets: list[str]) -> ArchiveEstimate:
+    """Exact for the local model: every targeted linear layer of a Llama config, float32."""
+    hidden, inter = config["hidden_size"], config["intermediate_size"]
+    head_dim = hidden // config["num_attention_heads"]
+    kv = config["num_key_value_heads"] * head_dim
+    shapes = {
+        "q_proj": (hidden, hidden),
+        "k_proj": (hidden, kv),
+        "v_proj": (hidden, kv),
+        "o_proj": (hidden, hidden),
+        "gate_proj": (hidden, inter),
+        "up_proj": (hidden, inter),
+        "down_proj": (inter, hidden),
+    }
+    per_layer = sum(lora_pairs(*shapes[m], rank) for m in targets if m in shapes)
+    parameters = per_layer * config["num_hidden_layers"]
+    if "lm_head" in targets:
+        parameters += lora_pairs(hidden, config["vocab_size"], rank)
+    return ArchiveEstimate(parameters, parameters * 4, "every targeted layer of the tiny model")
+
+
+def check_free_disk(directory: Path, estimate: ArchiveEstimate) -> int:
+    """Free bytes where `directory` lives; refuses in one sentence if the export won't fit."""
+    directory.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(directory).free
+    if free < estimate.disk_bytes:
+        raise CourseConfigError(
+            f"{directory} has {free / 1e9:.1f} GB free, but downloading and unpacking a "
+            f"{estimate.archive_bytes / 1e9:.1f} GB archive and converting it into a "
+            f"{estimate.export_bytes / 1e9:.1f} GB export needs about "
+            f"{estimate.disk_bytes / 1e9:.1f} GB: free some space, or set COURSE_RUNS_DIR "
+            "to a disk that has it."
+        )
+    return free
+
+
+def available_memory() -> int:
+    """Bytes of memory this machine can give a process now without swapping."""
+    import psutil
+
+    return psutil.virtual_memory().available
+
+
+def check_free_memory(estimate: ArchiveEstimate, available: int | None = None) -> int:
+    """Available memory; refuses in one sentence if the conversion would not fit in it."""
+    available = available_memory() if available is None else available
+    if available < estimate.memory_bytes:
+        raise CourseConfigError(
+            f"this machine has {available / 1e9:.1f} GB of memory available, but converting "
+            f"a {estimate.archive_bytes / 1e9:.1f} GB archive holds about "
+            f"{estimate.memory_bytes / 1e9:.1f} GB at once (the converter loads the whole "
+            "archive and copies each expert's shared factor): convert on a machine with that "
+            "much memory, or sample from the Tinker checkpoint without converting it."
+        )
+    return available
+
+
+def cloud_base_model_dir(model_name: str, directory: Path) -> Path:
+    """A stand-in for `model_name`'s checkpoint: its config.json, and one safetensors file
+    with an empty tensor under each weight name of its model.safetensors.index.json.
+
+    Two small downloads instead of the whole model: `build_lora_adapter` reads only the
+    config and the weight names, unless the model fuses projections the adapter trains
+    separately (Nemotron, Qwen3.5), which Kimi K2.6 does not."""
+    import torch
+    from huggingface_hub import hf_hub_download
+    from safetensors.torch import save_file
+
+    if (directory / "config.json").exists():
+        return directory
+    staging = directory.with_name(directory.name + ".partial")
+    staging.mkdir(parents=True, exist_ok=True)
+    config = hf_hub_download(model_name, "config.json")
+    index = json.loads(
+        Path(hf_hub_download(model_name, "model.safetensors.index.json")).read_text()
+    )
+    names = {name: torch.empty(0) for name in index["weight_map"]}
+    save_file(names, staging / "names.safetensors")
+    shutil.copyfile(config, staging / "config.json")
+    staging.rename(directory)
+    return directory
+
+
 def export_plan(course: Any, rank: int, runs_dir: Path) -> tuple[Path, ArchiveEstimate]:
     """The base-model directory `build_lora_adapter` converts against (the model's
     `config.json` and weight names, no weights), and how large the export will be."""
@@ -45,9 +150,9 @@ def export_plan(course: Any, rank: int, runs_dir: Path) -> tuple[Path, ArchiveEs
         base_model_dir = local_base_model_dir(runs_dir / "base-model-tiny")
         config = json.loads((base_model_dir / "config.json").read_text())
         targets = course.adapter_config["target_modules"]
-        return base_model_dir, export.estimate_tiny_llama(config, rank, targets)
-    stand_in = export.cloud_base_model_dir(course.model_name, runs_dir / "base-model-stand-in")
-    return stand_in, export.estimate_kimi_k26(rank)
+        return base_model_dir, estimate_tiny_llama(config, rank, targets)
+    stand_in = cloud_base_model_dir(course.model_name, runs_dir / "base-model-stand-in")
+    return stand_in, estimate_kimi_k26(rank)
 
 
 async def download_archive(signed_url: str, directory: Path) -> int:
@@ -106,3 +211,213 @@ def gap_table(scores: dict[str, list[list[float]]]) -> pd.DataFrame:
             for gap in [gaps(values, scores["Sail"])]
         }
     ).T
+
+
+SAIL_URL_DEFAULT = "https://api.sailresearch.com"
+LORAS_PAGE = "Sail docs, LoRAs page (docs.sailresearch.com/loras)"
+OPENAI_FILES = "OpenAI's files API, which Sail's LoRA page calls through the openai client"
+TINKER_SDK = "tinker RestClient.get_checkpoint_archive_url_from_tinker_path (a signed URL)"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a request: where it is documented, or why it is a guess."""
+
+    documented: str | None = None  # the source, when documented
+    guess: str | None = None  # why we send it, when not
+
+    def __post_init__(self) -> None:
+        assert (self.documented is None) != (self.guess is None), "documented or guessed"
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """A request the course sends: the route's own status, and its body's fields."""
+
+    route: Field
+    fields: dict[str, Field]
+
+
+REQUEST_SHAPES: dict[tuple[str, str], RequestShape] = {
+    ("POST", "/v1/files"): RequestShape(
+        Field(LORAS_PAGE),
+        {"purpose": Field(LORAS_PAGE), "file": Field(LORAS_PAGE)},  # multipart
+    ),
+    ("POST", "/v1/loras"): RequestShape(
+        Field(LORAS_PAGE),
+        {
+            "name": Field(LORAS_PAGE),
+            "supported_models": Field(LORAS_PAGE),
+            "config_file_id": Field(guess="the page's excerpt we could read omits the body"),
+            "weights_file_id": Field(guess="the page's excerpt we could read omits the body"),
+        },
+    ),
+    ("GET", "/v1/loras/{name}"): RequestShape(Field(LORAS_PAGE), {}),
+    ("GET", "/v1/loras"): RequestShape(Field(guess="the list route of an OpenAI-style API"), {}),
+    ("DELETE", "/v1/loras/{name}"): RequestShape(
+        Field(guess="the delete route of an OpenAI-style API"), {}
+    ),
+    ("GET", "/v1/files"): RequestShape(Field(OPENAI_FILES), {}),
+    ("DELETE", "/v1/files/{id}"): RequestShape(Field(OPENAI_FILES), {}),
+    ("GET", "{signed archive URL}"): RequestShape(Field(TINKER_SDK), {}),
+}
+
+# Sail's LoRA page lists five validation statuses. The fifth's row was cut off in the copy
+# we could read after "unveri"; its spelling is our reading and its meaning is unknown, so
+# it is treated as final and not usable.
+WAITING = ("pending", "running")
+SUCCEEDED = "succeeded"
+NOT_USABLE = ("failed", "unverified")
+VALIDATION_STATUSES = (*WAITING, SUCCEEDED, *NOT_USABLE)
+
+# A LoRA name is unique in a Sail organisation, which a workshop's attendees share: each
+# name carries who made it and a random part, so nobody's create gets 409 or deletes
+# another's LoRA.
+_NOT_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+class SailRequestError(Exception):
+    """Sail refused a request; the message is Sail's."""
+
+
+class LoraNotUsable(Exception):
+    """A LoRA's validation for a model ended in a status other than `succeeded`."""
+
+
+def unique_lora_name(prefix: str) -> str:
+    """`<prefix>-<user>-<8 random hex>`: Sail's name rule, unique per user and run."""
+    user = _NOT_NAME.sub("-", getpass.getuser().lower()).strip("-")[:20].strip("-") or "user"
+    return f"{prefix}-{user}-{secrets.token_hex(4)}"  # at most 20 + 1 + 20 + 1 + 8 characters
+
+
+def check_shape(method: str, route: str, fields: dict[str, Any] | None = None) -> RequestShape:
+    """The table's entry for a request, or AssertionError naming what is not in the table."""
+    shape = REQUEST_SHAPES.get((method, route))
+    assert shape is not None, f"{method} {route} is not in REQUEST_SHAPES"
+    unknown = set(fields or {}) - set(shape.fields)
+    assert not unknown, f"{method} {route} sends {sorted(unknown)}, not in REQUEST_SHAPES"
+    return shape
+
+
+# Uploads: no total timeout (a 9.4 GB adapter takes minutes); instead each file gets one sized
+# to it at no less than this rate, and a stalled connection fails after READ_TIMEOUT.
+MIN_UPLOAD_BYTES_PER_SECOND = 2 * 1024**2
+UPLOAD_OVERHEAD_SECONDS = 60
+READ_TIMEOUT_SECONDS = 300
+
+
+async def sail_request(
+    method: str, route: str, *, path_args: dict[str, str] | None = None, **kwargs: Any
+) -> dict:
+    """One request to Sail: `route` is the table's, `path_args` fill it in. Raises
+    SailRequestError with Sail's own message for a 4xx or 5xx."""
+    check_shape(method, route, kwargs.get("json"))
+    path = route.format(**(path_args or {}))
+    timeout = kwargs.pop("timeout", aiohttp.ClientTimeout(total=READ_TIMEOUT_SECONDS))
+    headers = {"Authorization": f"Bearer {os.environ['SAIL_API_KEY']}"}
+    url = os.environ.get("SAIL_API_URL", SAIL_URL_DEFAULT) + path
+    async with aiohttp.ClientSession(trust_env=True, timeout=timeout) as session:
+        async with session.request(method, url, headers=headers, **kwargs) as reply:
+            body = await reply.json(content_type=None)
+    if reply.status >= 400:
+        message = body.get("error", {}).get("message") if isinstance(body, dict) else body
+        raise SailRequestError(f"HTTP {reply.status} from {method} {path}: {message}")
+    return body
+
+
+class _LineBar:
+    """Progress as a line at each further tenth of the file."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.total, self.desc, self.done, self.tenths = max(total, 1), desc, 0, 0
+
+    def update(self, count: int) -> None:
+        self.done += count
+        tenths = min(10, self.done * 10 // self.total)
+        if tenths > self.tenths and tenths < 10:
+            print(f"{self.desc}: {tenths * 10}%")
+        self.tenths = tenths
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(total: int, desc: str) -> Any:
+    """A byte-counting bar in JupyterLab; a line per tenth elsewhere (papermill keeps logs)."""
+    if is_interactive():
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=desc, unit="B", unit_scale=True)
+    return _LineBar(total, desc)
+
+
+class _CountingReader(io.BufferedReader):
+    """A file that reports how much of it has been read (aiohttp streams it in chunks)."""
+
+    def __init__(self, path: Path, progress: Any) -> None:
+        super().__init__(io.FileIO(path, "rb"))
+        self._progress = progress
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self._progress.update(len(data))
+        return data
+
+
+async def upload_file(path: Path, purpose: str = "lora") -> str:
+    """POST /v1/files, streamed from disk with a progress bar; returns the file's id."""
+    size = path.stat().st_size
+    total = UPLOAD_OVERHEAD_SECONDS + size / MIN_UPLOAD_BYTES_PER_SECOND  # sized to the file
+    timeout = aiohttp.ClientTimeout(total=total, sock_read=READ_TIMEOUT_SECONDS)
+    bar = _progress_bar(size, f"upload {path.name}")
+    form = aiohttp.FormData()
+    form.add_field("purpose", purpose)
+    started = time.monotonic()
+    with _CountingReader(path, bar) as content:
+        form.add_field("file", content, filename=path.name)
+        uploaded = await sail_request("POST", "/v1/files", data=form, timeout=timeout)
+    bar.close()
+    print(
+        f"uploaded {path.name}: {uploaded['id']} ({uploaded['bytes']:,} bytes in "
+        f"{time.monotonic() - started:.1f} s; timeout was {timeout.total:,.0f} s)"
+    )
+    return uploaded["id"]
+
+
+async def create_lora(name: str, model: str, config_file_id: str, weights_file_id: str) -> dict:
+    """POST /v1/loras: a named LoRA from the two uploaded files, for `model`."""
+    body = {
+        "name": name,
+        "supported_models": [model],
+        "config_file_id": config_file_id,
+        "weights_file_id": weights_file_id,
+    }
+    return await sail_request("POST", "/v1/loras", json=body)
+
+
+async def wait_for_validation(name: str, model: str, timeout_seconds: float = 3600) -> dict:
+    """Poll GET /v1/loras/{name} until `model`'s validation is final; returns its record if it
+    succeeded, and raises LoraNotUsable (with Sail's reason) for any other final status.
+
+    Polls after 0.1 s, then twice as long each time, up to every 10 s."""
+    started, last, poll_seconds = time.monotonic(), None, 0.1
+    while True:
+        lora = await sail_request("GET", "/v1/loras/{name}", path_args={"name": name})
+        records = [v for v in lora["validations"] if v["model"] == model]
+        if not records:
+            raise LoraNotUsable(f"LoRA {name!r} has no validation for {model!r}")
+        record = records[0]
+        status = record["status"]
+        if status != last:
+            print(f"{time.monotonic() - started:7.1f} s  {status}")
+            last = status
+        if status == SUCCEEDED:
+            return record
+        if status in NOT_USABLE or status not in VALIDATION_STATUSES:
+            reason = f"{record.get('result_code')}: {record.get('result_message')}"
+            known = "" if status in VALIDATION_STATUSES else " (a status Sail's docs do not list)"
+            raise LoraNotUsable(f"LoRA {name!r} is {status!r}{known} for {model}: {reason}")
+        if time.monotonic() - started > timeout_seconds:
+            raise TimeoutError(f"{name} still {status} after {timeout_seconds} s")
+        await asyncio.sleep(poll_seconds)
+        poll_seconds = min(2 * poll_seconds, 10.0)

@@ -5,7 +5,7 @@ For a mixture-of-experts model the export is much larger than the archive: the c
 loads the whole archive, then gives each expert its own copy of the factor Tinker shares
 between them (`weights/_adapter.py`, `_expand_expert_weights`). `converter_export` counts the
 export by running the converter's own conversion on shape-only (meta) tensors, not by a
-formula of ours. `helpers.adapter_export` turns the counts into bytes on disk and in memory.
+formula of ours. `kimi.adapter_size` turns the counts into bytes on disk and in memory.
 """
 
 from __future__ import annotations

@@ -33,23 +33,23 @@ def use_local_stand_ins() -> None:
     register_offline_kimi_tokenizer()  # get_tokenizer checks this registry first
     install_local_sailboxes()
     # The adapter a cloud-path run converts is the local model's, so the stand-in for the
-    # base model (`helpers.adapter_export.cloud_base_model_dir`) gets the tiny model's files.
+    # base model (`helpers.shipping.cloud_base_model_dir`) gets the tiny model's files.
     huggingface_hub.hf_hub_download = _tiny_model_file
     # So the room notebook 09 checks for before converting is the tiny archive's too: Kimi
     # K2.6's (about 55 GB of memory) would stop the rehearsal on any ordinary machine.
-    import helpers.adapter_export as export
+    import helpers.shipping as shipping
 
-    check_disk, check_memory = export.check_free_disk, export.check_free_memory
-    export.check_free_disk = lambda directory, _: check_disk(directory, _tiny_archive())
-    export.check_free_memory = lambda _, available=None: check_memory(_tiny_archive(), available)
+    check_disk, check_memory = shipping.check_free_disk, shipping.check_free_memory
+    shipping.check_free_disk = lambda directory, _: check_disk(directory, _tiny_archive())
+    shipping.check_free_memory = lambda _, available=None: check_memory(_tiny_archive(), available)
 
 
 def _tiny_archive() -> object:
     """The size of a tiny-model archive with every layer the course's adapter config targets."""
     import json
 
-    from helpers.adapter_export import estimate_tiny_llama
     from helpers.backend import tiny_base_model
+    from helpers.shipping import estimate_tiny_llama
 
     adapter = json.loads(
         (Path(__file__).resolve().parents[1] / "tinker_adapter_config.json").read_text()

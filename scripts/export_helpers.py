@@ -82,8 +82,16 @@ Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` us
         "09_ship_the_adapter.ipynb",
         "shipping.py",
         """Shipping an adapter's plumbing: the short run shipped when notebook 04 left none, the
-base model the converter reads, the archive fetched and unpacked safely, and given tokens
-scored with Tinker's `forward` (its logprobs, and their gaps to Sail's).
+export's size and the room it needs, the base model the converter reads, the archive fetched
+and unpacked safely, given tokens scored with Tinker's `forward` (its logprobs, and their gaps
+to Sail's), and the raw HTTP requests that make the PEFT files a named LoRA on Sail.
+
+The `sail` SDK has no call for uploading a LoRA, so these requests go to the SDK's endpoint
+with its key (`SAIL_API_URL`, `SAIL_API_KEY`). `REQUEST_SHAPES` lists every request shape the
+course sends, each field documented (with its source) or guessed; `tests/repo/test_sdk_drift.py`
+fails when the course sends a shape or a field that is not in it. The local stack accepts
+exactly these shapes, so only the cloud can prove a guess wrong, and then Sail's error names
+the field.
 """,
     ),
 )

@@ -12,7 +12,7 @@ validation, not the create.
 
 The documentation this was built from does not show the create body's file fields; the
 local stack names them `config_file_id` and `weights_file_id`, guesses listed with every other
-request field in `helpers/sail_http.REQUEST_SHAPES`. Sail's page lists a fifth status,
+request field in `helpers/shipping.REQUEST_SHAPES`. Sail's page lists a fifth status,
 `unverified`, whose meaning we could not read; this stack never reports it.
 
 A LoRA belongs to the client that created it, and names are unique per client, as Sail's

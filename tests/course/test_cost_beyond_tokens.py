@@ -83,7 +83,7 @@ def test_the_archive_line_states_its_size_as_an_assumption_and_invents_no_price(
 
 
 def test_the_export_line_states_the_converters_size_and_unknown_upload_and_hosting() -> None:
-    from helpers.adapter_export import estimate_kimi_k26
+    from kimi.adapter_size import estimate_kimi_k26
 
     line = describe_other_costs("cloud", 8, 16, 1)
     export = estimate_kimi_k26(32).export_bytes / 1e9

@@ -9,10 +9,9 @@ import pytest
 from IPython.display import Markdown
 from tinker_cookbook.hyperparam_utils import get_lora_param_count
 
-import helpers.adapter_export as adapter_export
-from helpers.adapter_export import estimate_kimi_k26
 from helpers.cost import ASSUMED_ADAPTER_ARCHIVE_GB, ASSUMED_ADAPTER_PARAMETERS
 from kimi import MODEL_NAME as KIMI_K26
+from kimi.adapter_size import estimate_kimi_k26
 from tests.notebook_source import ROOT, cell, flat, numbers
 
 
@@ -41,7 +40,7 @@ def test_08_renders_the_size_at_its_rank(rank: int) -> None:
     """08's size sentence at another rank: the cookbook's count for that rank, 2 bytes each."""
     source = cell("09_ship_the_adapter", "2b718c68").split("\nif course.backend", 1)[0]
     shown: list = []
-    namespace = {"export": adapter_export, "rank": rank, "Markdown": Markdown}
+    namespace = {"rank": rank, "Markdown": Markdown}
     exec(source, {**namespace, "display": shown.append})
     parameters = get_lora_param_count(KIMI_K26, lora_rank=rank)
     (markdown,) = shown

@@ -19,15 +19,10 @@ from safetensors.torch import load_file
 from tinker_cookbook.hyperparam_utils import get_lora_param_count
 from tinker_cookbook.weights import build_lora_adapter
 
-from helpers.adapter_export import (
-    ArchiveEstimate,
-    check_free_disk,
-    check_free_memory,
-    estimate_kimi_k26,
-    estimate_moe,
-)
 from helpers.errors import CourseConfigError
+from helpers.shipping import check_free_disk, check_free_memory
 from kimi import MODEL_NAME as KIMI_K26
+from kimi.adapter_size import ArchiveEstimate, estimate_kimi_k26, estimate_moe
 from kimi.architecture import (
     KIMI_K26 as KIMI_SHAPE,
 )

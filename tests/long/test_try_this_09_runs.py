@@ -78,7 +78,7 @@ def typed_statements(phrase: str) -> list[str]:
 def probe_cell(statements: list[str]) -> str:
     """Each statement in turn; an expression's value kept, an exception recorded (the rank-64
     bullet expects one) and the next statement run; then what is left on Sail."""
-    lines = ["import json", "from helpers.sail_http import LoraNotUsable", "seen, raised = {}, {}"]
+    lines = ["import json", "seen, raised = {}, {}"]
     for i, statement in enumerate(statements):
         [node] = ast.parse(statement).body
         body = f"seen[{i}] = {statement}" if isinstance(node, ast.Expr) else statement

@@ -19,9 +19,11 @@ TARGET_LINES = 1250
 # (progress.py); 2,776 later that day (issue 36): the converter's export count moved to
 # kimi/converter.py, the tiny model's save to a directory to local_stack/client/tiny_model.py,
 # sdk_noise.py folded into backend.py (its one user), the token budget's default declared with
-# its parameter, once-used helpers inlined and two repeated sentences and rules shared. Lower
-# it as helpers/ shrinks.
-CEILING_LINES = 2776
+# its parameter, once-used helpers inlined and two repeated sentences and rules shared; 2,370
+# the same day, once notebook 09's export checks and raw Sail requests became its `# @save`
+# cells (helpers/shipping.py) and the Kimi K2.6 size estimates moved to kimi/adapter_size.py.
+# Lower it as helpers/ shrinks.
+CEILING_LINES = 2370
 
 
 def hand_written_lines() -> dict[str, int]:

@@ -1,5 +1,5 @@
 """The whole course calls only what the installed SDKs have, and sends only the raw HTTP
-request shapes `helpers/sail_http.REQUEST_SHAPES` lists.
+request shapes `REQUEST_SHAPES` lists (notebook 09's `# @save` cells, in `helpers/shipping.py`).
 
 Every source of the course is read: `helpers/`, `kimi/`, `shell_tasks/`, `sweeps/`, `scripts/`,
 `bench/` and the code cells of every notebook. Each file is walked in order with a small type
@@ -28,7 +28,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from helpers import sail_http
+from helpers import shipping
 
 ROOT = Path(__file__).resolve().parents[2]
 SDKS = ("tinker", "sail", "tinker_cookbook")
@@ -595,8 +595,15 @@ def _literal_keys(node: ast.Dict) -> set[str]:
 
 
 def raw_requests(source: Source) -> list[tuple[int, str, str, set[str] | None]]:
-    """(line, method, route, json fields or None) for every raw request `source` sends."""
+    """(line, method, route, json fields or None) for every raw request `source` sends; not
+    the one inside `sail_request`, which passes on its own arguments."""
     found = []
+    passed_on = {
+        id(node)
+        for function in ast.walk(source.tree)
+        if isinstance(function, ast.AsyncFunctionDef) and function.name == "sail_request"
+        for node in ast.walk(function)
+    }
     dicts: dict[str, set[str]] = {}
     for node in ast.walk(source.tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
@@ -604,7 +611,7 @@ def raw_requests(source: Source) -> list[tuple[int, str, str, set[str] | None]]:
                 if isinstance(target, ast.Name):
                     dicts[target.id] = _literal_keys(node.value)
     for node in ast.walk(source.tree):
-        if not isinstance(node, ast.Call):
+        if not isinstance(node, ast.Call) or id(node) in passed_on:
             continue
         func = ast.unparse(node.func)
         if func.endswith("sail_request") and len(node.args) >= 2:
@@ -616,7 +623,7 @@ def raw_requests(source: Source) -> list[tuple[int, str, str, set[str] | None]]:
             elif isinstance(body, ast.Name):
                 fields = dicts.get(body.id, set())
             found.append((node.lineno, method, route, fields))
-        elif func.endswith(RAW_HTTP) and "sail_http" not in source.where:
+        elif func.endswith(RAW_HTTP):
             url = ast.unparse(node.args[0]) if node.args else ""
             route = "'{signed archive URL}'" if "signed_url" in url else repr(url)
             found.append((node.lineno, "'GET'", route, None))
@@ -633,14 +640,12 @@ def test_every_raw_http_request_is_in_the_table() -> None:
     for source in [s for s in SOURCES if _folder(s.where) in SAIL_SENDERS]:
         for line, method, route, fields in raw_requests(source):
             if not (method.startswith(("'", '"')) and route.startswith(("'", '"'))):
-                if source.where == "helpers/sail_http.py":
-                    continue  # sail_request's own pass-through of its arguments
                 problems.append(f"{source.where}:{line}: {method} {route} is not a literal route")
                 continue
             key = (ast.literal_eval(method), ast.literal_eval(route))
             seen.add(key)
             try:
-                sail_http.check_shape(*key, dict.fromkeys(fields or ()))
+                shipping.check_shape(*key, dict.fromkeys(fields or ()))
             except AssertionError as error:
                 problems.append(f"{source.where}:{line}: {error}")
     assert not problems, "\n".join(problems)
@@ -652,7 +657,7 @@ def test_a_guessed_field_outside_the_table_is_caught() -> None:
     code = 'await sail_request("POST", "/v1/loras", json={"name": "x", "adapter_id": "f"})'
     [(_, method, route, fields)] = raw_requests(Source("snippet", _parse(code, "s"), code))
     with pytest.raises(AssertionError, match="adapter_id"):
-        sail_http.check_shape(
+        shipping.check_shape(
             ast.literal_eval(method), ast.literal_eval(route), dict.fromkeys(fields)
         )
 

@@ -24,15 +24,11 @@ from safetensors.torch import load as load_bytes
 from safetensors.torch import load_file
 from tinker_cookbook.weights import build_lora_adapter
 
-from helpers import sail_http
-from helpers.adapter_export import (
-    ArchiveEstimate,
-    check_free_disk,
-    estimate_kimi_k26,
-    estimate_tiny_llama,
-)
+from helpers import shipping
 from helpers.backend import local_base_model_dir
 from helpers.errors import CourseConfigError
+from helpers.shipping import check_free_disk, estimate_tiny_llama
+from kimi.adapter_size import ArchiveEstimate, estimate_kimi_k26
 from local_stack.engine.model import (
     ADAPTER_CONFIG_PATH,
     BASE_MODEL_NAME,
@@ -136,7 +132,7 @@ def _validated(url: str, name: str, directory: Path) -> dict:
     for _ in range(500):
         lora = HTTP.request("GET", f"{url}/v1/loras/{name}", headers=KEY_HEADER).json()
         [record] = lora["validations"]
-        if record["status"] not in sail_http.WAITING:
+        if record["status"] not in shipping.WAITING:
             HTTP.request("DELETE", f"{url}/v1/loras/{name}", headers=KEY_HEADER)
             return record
         asyncio.run(asyncio.sleep(0.02))
@@ -270,35 +266,35 @@ def test_upload_timeout_grows_with_the_file(monkeypatch, tmp_path) -> None:
         seen.update(kwargs, method=method, route=route)
         return {"id": "file-1", "bytes": big.stat().st_size}
 
-    monkeypatch.setattr(sail_http, "sail_request", fake_request)
-    assert asyncio.run(sail_http.upload_file(big)) == "file-1"
+    monkeypatch.setattr(shipping, "sail_request", fake_request)
+    assert asyncio.run(shipping.upload_file(big)) == "file-1"
     assert (seen["method"], seen["route"]) == ("POST", "/v1/files")
     timeout = seen["timeout"]
-    assert timeout.total >= 9_500_000_000 / sail_http.MIN_UPLOAD_BYTES_PER_SECOND
-    assert timeout.sock_read == sail_http.READ_TIMEOUT_SECONDS
+    assert timeout.total >= 9_500_000_000 / shipping.MIN_UPLOAD_BYTES_PER_SECOND
+    assert timeout.sock_read == shipping.READ_TIMEOUT_SECONDS
 
 
 def test_upload_streams_to_the_local_stack(local_stack, tmp_path, capsys) -> None:
     path = tmp_path / "adapter_config.json"
     path.write_text(json.dumps(COURSE_CONFIG))
-    file_id = asyncio.run(sail_http.upload_file(path))
+    file_id = asyncio.run(shipping.upload_file(path))
     assert f"uploaded adapter_config.json: {file_id} ({path.stat().st_size:,} bytes" in (
         capsys.readouterr().out
     )
     deleted = asyncio.run(
-        sail_http.sail_request("DELETE", "/v1/files/{id}", path_args={"id": file_id})
+        shipping.sail_request("DELETE", "/v1/files/{id}", path_args={"id": file_id})
     )
     assert deleted["deleted"] is True
 
 
 def test_lora_names_are_unique_per_user_and_run(monkeypatch) -> None:
-    monkeypatch.setattr(sail_http.getpass, "getuser", lambda: "Ada.Lovelace" * 5)
-    names = {sail_http.unique_lora_name("a" * 20) for _ in range(50)}
+    monkeypatch.setattr(shipping.getpass, "getuser", lambda: "Ada.Lovelace" * 5)
+    names = {shipping.unique_lora_name("a" * 20) for _ in range(50)}
     assert len(names) == 50
     for name in names:
         assert re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}[a-z0-9]", name), name
         assert name.startswith("a" * 20 + "-ada-lovelace")
-    assert sail_http.unique_lora_name("course").startswith("course-")
+    assert shipping.unique_lora_name("course").startswith("course-")
 
 
 @pytest.mark.parametrize(
@@ -311,7 +307,7 @@ def test_lora_names_are_unique_per_user_and_run(monkeypatch) -> None:
     ],
 )
 def test_every_validation_status_is_handled(monkeypatch, statuses, outcome) -> None:
-    assert len(sail_http.VALIDATION_STATUSES) == 5  # as Sail's LoRA page lists them
+    assert len(shipping.VALIDATION_STATUSES) == 5  # as Sail's LoRA page lists them
     replies = iter(statuses)
 
     async def fake_request(method, route, **kwargs):
@@ -323,20 +319,20 @@ def test_every_validation_status_is_handled(monkeypatch, statuses, outcome) -> N
     async def no_sleep(_):
         return None
 
-    monkeypatch.setattr(sail_http, "sail_request", fake_request)
-    monkeypatch.setattr(sail_http.asyncio, "sleep", no_sleep)
+    monkeypatch.setattr(shipping, "sail_request", fake_request)
+    monkeypatch.setattr(shipping.asyncio, "sleep", no_sleep)
     if outcome == "succeeded":
-        assert asyncio.run(sail_http.wait_for_validation("x", "m"))["status"] == "succeeded"
+        assert asyncio.run(shipping.wait_for_validation("x", "m"))["status"] == "succeeded"
     else:
-        with pytest.raises(sail_http.LoraNotUsable, match=re.escape(outcome)):
-            asyncio.run(sail_http.wait_for_validation("x", "m"))
+        with pytest.raises(shipping.LoraNotUsable, match=re.escape(outcome)):
+            asyncio.run(shipping.wait_for_validation("x", "m"))
 
 
 def test_request_table_marks_every_field() -> None:
-    for shape in sail_http.REQUEST_SHAPES.values():
+    for shape in shipping.REQUEST_SHAPES.values():
         for spec in (shape.route, *shape.fields.values()):
             assert (spec.documented is None) != (spec.guess is None)
-    create = sail_http.REQUEST_SHAPES[("POST", "/v1/loras")].fields
+    create = shipping.REQUEST_SHAPES[("POST", "/v1/loras")].fields
     assert create["config_file_id"].guess and create["weights_file_id"].guess
     with pytest.raises(AssertionError, match="not in REQUEST_SHAPES"):
-        sail_http.check_shape("POST", "/v1/loras", {"name": "x", "adapter_file": "y"})
+        shipping.check_shape("POST", "/v1/loras", {"name": "x", "adapter_file": "y"})
