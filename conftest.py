@@ -67,31 +67,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     if config.getvalue("dist") != "loadfile":
         return None
     import json
-    from collections import Counter
+    from collections import OrderedDict
 
     from xdist.scheduler import LoadFileScheduling
 
     recorded = json.loads(DURATIONS_PATH.read_text())["seconds"]
-    config.option.loadscopereorder = False  # keep the order given below
+
+    def seconds(scope: str) -> float:
+        units = NOTEBOOKS_IN_ORDER if scope == NOTEBOOKS_IN_ORDER[0] else (scope,)
+        return sum(took for unit, took in recorded.items() if unit.startswith(units))
 
     class LongestFirstNotebooksInOrder(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
             return NOTEBOOKS_IN_ORDER[0] if scope.startswith(NOTEBOOKS_IN_ORDER) else scope
 
-        def _seconds(self, nodeid: str) -> float:
-            scope = self._split_scope(nodeid)
-            units = NOTEBOOKS_IN_ORDER if scope == NOTEBOOKS_IN_ORDER[0] else (scope,)
-            return sum(seconds for unit, seconds in recorded.items() if unit.startswith(units))
-
-        def add_node_collection(self, node, collection) -> None:
-            # Every worker's collection is sorted alike, so they still match. Units with no
-            # recorded seconds (new files) go after, most tests first as xdist would.
-            tests = Counter(map(self._split_scope, collection))
-            longest_first = sorted(
-                collection,
-                key=lambda nodeid: (-self._seconds(nodeid), -tests[self._split_scope(nodeid)]),
-            )
-            super().add_node_collection(node, longest_first)
+        def _assign_work_unit(self, node) -> None:
+            # The queue of units, not the collection, is reordered: a worker is sent indexes
+            # into the collection it reported. xdist queued the units most tests first; a
+            # stable sort keeps that order among units with no recorded seconds (new files).
+            if not getattr(self, "longest_first", False):
+                units = sorted(self.workqueue.items(), key=lambda unit: -seconds(unit[0]))
+                self.workqueue = OrderedDict(units)
+                self.longest_first = True
+            super()._assign_work_unit(node)
 
     return LongestFirstNotebooksInOrder(config, log)
