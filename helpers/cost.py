@@ -177,7 +177,9 @@ def describe_other_costs(
             f" rank-32 Kimi K2.6 LoRA of about {ASSUMED_ADAPTER_PARAMETERS / 1e9:.1f} billion bf16"
             " parameters)"
         )
-    parts = [archives, f"at most {forward_rollouts:,} rollouts scored by Tinker forward passes"]
+    parts = [archives]
+    if forward_rollouts:  # a notebook that scores nothing outside training says nothing of it
+        parts.append(f"at most {forward_rollouts:,} rollouts scored by Tinker forward passes")
     if exports:
         parts.append(describe_exports(backend, exports))
     return "; ".join(parts) + "; no price known for any of these"

@@ -91,6 +91,7 @@ def test_the_export_line_states_the_converters_size_and_unknown_upload_and_hosti
     assert line.endswith("no price known for any of these")
     assert "GB" not in describe_other_costs("local", 8, 16, 1)
     assert "GB" not in describe_other_costs("local", 10, 0)  # the local adapter is tiny
+    assert "forward passes" not in describe_other_costs("cloud", 10, 0)  # none: not said
 
 
 def test_local_runs_print_no_timeout_line_and_nothing_beyond_tokens_when_there_is_none(

@@ -21,9 +21,10 @@ TARGET_LINES = 1250
 # sdk_noise.py folded into backend.py (its one user), the token budget's default declared with
 # its parameter, once-used helpers inlined and two repeated sentences and rules shared; 2,370
 # the same day, once notebook 09's export checks and raw Sail requests became its `# @save`
-# cells (helpers/shipping.py) and the Kimi K2.6 size estimates moved to kimi/adapter_size.py.
+# cells (helpers/shipping.py) and the Kimi K2.6 size estimates moved to kimi/adapter_size.py;
+# 2,372 when the cost line stopped printing "at most 0 rollouts scored by forward passes".
 # Lower it as helpers/ shrinks.
-CEILING_LINES = 2370
+CEILING_LINES = 2372
 
 
 def hand_written_lines() -> dict[str, int]:
