@@ -15,14 +15,15 @@ PLATFORM        ?=
 PYTHON_VERSION  ?=
 INSTALL := $(PYTHON) scripts/install.py --cpu-index $(TORCH_CPU_INDEX)
 # Workers (pytest-xdist) per test target, each with its own session stack; 0 runs in one
-# process. The stack trains and samples on one thread, so two workers use both cores.
-# `make test` takes two: its one lost worker (a CPython 3.11.7 "AST constructor recursion
-# depth mismatch" INTERNALERROR) is guarded in tests/ast_guard_support.py. So do the notebook
-# targets: their one failure on two (notebook 04's logprob check in test_sweep) was a run in
-# which no step trained, a NaN that any schedule could draw, now handled by the notebook.
+# process. `make test` takes four on two cores: much of it waits (on stacks started, killed
+# or hung on purpose, on sandbox timeouts), and four overlap those waits (on an idle two-core
+# machine, 239 s against 334 s with two). The notebook targets take two: their kernels train
+# and sample, so two already use both cores. The one worker `make test` lost (a CPython
+# 3.11.7 "AST constructor recursion depth mismatch" INTERNALERROR) is guarded in
+# tests/ast_guard_support.py.
 # --dist loadfile: one worker runs a whole file, so a module's fixtures are set up once and a
-# notebook's nbval cells run in order in one kernel.
-TEST_WORKERS          ?= 2
+# notebook's nbval cells run in order in one kernel; the longest files go out first (conftest.py).
+TEST_WORKERS          ?= 4
 NOTEBOOK_TEST_WORKERS ?= 2
 PYTEST = $(PYTHON) -m pytest -n $(1) --dist loadfile
 export PYTHONPATH := $(CURDIR)
