@@ -453,4 +453,4 @@ async def delete_from_sail(name: str, file_ids: list[str]) -> None:
     except SailRequestError as error:
         print("afterwards:", error)
     else:
-        print(f"LoRA {name!r} is still on Sail: delete it there by hand")
+        print(f"LoRA {name!r} is still on Sail")
