@@ -17,7 +17,6 @@ import asyncio
 import getpass
 import io
 import json
-import os
 import random
 import re
 import secrets
@@ -30,6 +29,7 @@ from typing import Any
 
 import aiohttp
 import pandas as pd
+import sail
 import tinker
 
 from helpers.backend import local_base_model_dir
@@ -160,7 +160,9 @@ async def download_archive(signed_url: str, directory: Path) -> int:
     by their base names, into `directory` (so a hostile archive cannot write elsewhere), then
     delete it. Returns the archive's size in bytes."""
     archive_path = directory.parent / "archive.tar"
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_read=300)) as session:
+    async with aiohttp.ClientSession(
+        trust_env=True, timeout=aiohttp.ClientTimeout(sock_read=300)
+    ) as session:
         async with session.get(signed_url) as reply:
             reply.raise_for_status()
             with archive_path.open("wb") as out:
@@ -213,9 +215,7 @@ def gap_table(scores: dict[str, list[list[float]]]) -> pd.DataFrame:
     ).T
 
 
-SAIL_URL_DEFAULT = "https://api.sailresearch.com"
 LORAS_PAGE = "Sail docs, LoRAs page (docs.sailresearch.com/loras)"
-OPENAI_FILES = "OpenAI's files API, which Sail's LoRA page calls through the openai client"
 TINKER_SDK = "tinker RestClient.get_checkpoint_archive_url_from_tinker_path (a signed URL)"
 
 
@@ -257,8 +257,10 @@ REQUEST_SHAPES: dict[tuple[str, str], RequestShape] = {
     ("DELETE", "/v1/loras/{name}"): RequestShape(
         Field(guess="the delete route of an OpenAI-style API"), {}
     ),
-    ("GET", "/v1/files"): RequestShape(Field(OPENAI_FILES), {}),
-    ("DELETE", "/v1/files/{id}"): RequestShape(Field(OPENAI_FILES), {}),
+    ("GET", "/v1/files"): RequestShape(Field(guess="the list route of OpenAI's files API"), {}),
+    ("DELETE", "/v1/files/{id}"): RequestShape(
+        Field(guess="the delete route of OpenAI's files API (the page shows only files.create)"), {}
+    ),
     ("GET", "{signed archive URL}"): RequestShape(Field(TINKER_SDK), {}),
 }
 
@@ -299,34 +301,36 @@ def check_shape(method: str, route: str, fields: dict[str, Any] | None = None) -
     return shape
 
 
-# Uploads: no total timeout (a 9.4 GB adapter takes minutes); instead each file gets one sized
-# to it at no less than this rate, and a stalled connection fails after READ_TIMEOUT.
-MIN_UPLOAD_BYTES_PER_SECOND = 2 * 1024**2
-UPLOAD_OVERHEAD_SECONDS = 60
-READ_TIMEOUT_SECONDS = 300
+READ_TIMEOUT_SECONDS = 300  # a stalled connection fails after this long
 
 
 async def sail_request(
     method: str, route: str, *, path_args: dict[str, str] | None = None, **kwargs: Any
 ) -> dict:
     """One request to Sail: `route` is the table's, `path_args` fill it in. Raises
-    SailRequestError with Sail's own message for a 4xx or 5xx."""
+    SailRequestError with Sail's message for a 4xx or 5xx (its reply's text when not JSON)."""
     check_shape(method, route, kwargs.get("json"))
     path = route.format(**(path_args or {}))
     timeout = kwargs.pop("timeout", aiohttp.ClientTimeout(total=READ_TIMEOUT_SECONDS))
-    headers = {"Authorization": f"Bearer {os.environ['SAIL_API_KEY']}"}
-    url = os.environ.get("SAIL_API_URL", SAIL_URL_DEFAULT) + path
+    config = sail.Config.from_env()  # the key and endpoint the SDK itself uses, read now
+    headers = {"Authorization": f"Bearer {config.api_key}"}
+    url = config.api_url.rstrip("/") + path
     async with aiohttp.ClientSession(trust_env=True, timeout=timeout) as session:
         async with session.request(method, url, headers=headers, **kwargs) as reply:
-            body = await reply.json(content_type=None)
-    if reply.status >= 400:
-        message = body.get("error", {}).get("message") if isinstance(body, dict) else body
-        raise SailRequestError(f"HTTP {reply.status} from {method} {path}: {message}")
+            text = await reply.text()
+    try:
+        body = json.loads(text) if text.strip() else {}  # a delete may answer 204, empty
+    except ValueError:
+        body = None
+    if reply.status >= 400 or not isinstance(body, dict):
+        error = body.get("error") if isinstance(body, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        raise SailRequestError(f"HTTP {reply.status} from {method} {path}: {message or text[:500]}")
     return body
 
 
 class _LineBar:
-    """Progress as a line at each further tenth of the file."""
+    """Progress as a line at each further tenth of the file, 100% included."""
 
     def __init__(self, total: int, desc: str) -> None:
         self.total, self.desc, self.done, self.tenths = max(total, 1), desc, 0, 0
@@ -334,7 +338,7 @@ class _LineBar:
     def update(self, count: int) -> None:
         self.done += count
         tenths = min(10, self.done * 10 // self.total)
-        if tenths > self.tenths and tenths < 10:
+        if tenths > self.tenths:
             print(f"{self.desc}: {tenths * 10}%")
         self.tenths = tenths
 
@@ -364,6 +368,13 @@ class _CountingReader(io.BufferedReader):
         return data
 
 
+# Uploads: no total timeout (Kimi K2.6's PEFT export takes a long while to send); instead each
+# file gets one sized to it at no less than this rate, and a stalled connection fails after
+# READ_TIMEOUT_SECONDS.
+MIN_UPLOAD_BYTES_PER_SECOND = 2 * 1024**2
+UPLOAD_OVERHEAD_SECONDS = 60
+
+
 async def upload_file(path: Path, purpose: str = "lora") -> str:
     """POST /v1/files, streamed from disk with a progress bar; returns the file's id."""
     size = path.stat().st_size
@@ -377,8 +388,10 @@ async def upload_file(path: Path, purpose: str = "lora") -> str:
         form.add_field("file", content, filename=path.name)
         uploaded = await sail_request("POST", "/v1/files", data=form, timeout=timeout)
     bar.close()
+    stored = uploaded.get("bytes")  # a guessed field: the page does not show the answer
     print(
-        f"uploaded {path.name}: {uploaded['id']} ({uploaded['bytes']:,} bytes in "
+        f"uploaded {path.name}: {uploaded['id']} ({size:,} bytes sent, "
+        f"{'size not reported' if stored is None else f'{stored:,} stored'}, in "
         f"{time.monotonic() - started:.1f} s; timeout was {timeout.total:,.0f} s)"
     )
     return uploaded["id"]
@@ -421,3 +434,23 @@ async def wait_for_validation(name: str, model: str, timeout_seconds: float = 36
             raise TimeoutError(f"{name} still {status} after {timeout_seconds} s")
         await asyncio.sleep(poll_seconds)
         poll_seconds = min(2 * poll_seconds, 10.0)
+
+
+async def delete_from_sail(name: str, file_ids: list[str]) -> None:
+    """Delete the LoRA `name`, then each file; a refused delete is printed and the rest go on
+    (the LoRA's delete route is a guess). Then says whether the LoRA is still on Sail."""
+    try:
+        print(await sail_request("DELETE", "/v1/loras/{name}", path_args={"name": name}))
+    except SailRequestError as error:
+        print("refused:", error)
+    for file_id in file_ids:
+        try:
+            print(await sail_request("DELETE", "/v1/files/{id}", path_args={"id": file_id}))
+        except SailRequestError as error:
+            print("refused:", error)
+    try:
+        await sail_request("GET", "/v1/loras/{name}", path_args={"name": name})
+    except SailRequestError as error:
+        print("afterwards:", error)
+    else:
+        print(f"LoRA {name!r} is still on Sail")
