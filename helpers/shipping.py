@@ -5,12 +5,12 @@ export's size and the room it needs, the base model the converter reads, the arc
 and unpacked safely, given tokens scored with Tinker's `forward` (its logprobs, and their gaps
 to Sail's), and the raw HTTP requests that make the PEFT files a named LoRA on Sail.
 
-The `sail` SDK has no call for uploading a LoRA, so these requests go to the SDK's endpoint
-with its key (`SAIL_API_URL`, `SAIL_API_KEY`). `REQUEST_SHAPES` lists every request shape the
-course sends, each field documented (with its source) or guessed; `tests/repo/test_sdk_drift.py`
-fails when the course sends a shape or a field that is not in it. The local stack accepts
-exactly these shapes, so only the cloud can prove a guess wrong, and then Sail's error names
-the field.
+The `sail` SDK has no call for uploading a LoRA, so these requests go to the endpoint, with
+the key, that the SDK's own `sail.Config.from_env()` finds. `REQUEST_SHAPES` lists every
+request shape the course sends, each route and JSON body field documented (with its source) or
+guessed; `tests/repo/test_sdk_drift.py` fails when the course sends one that is not in it. The
+local stack accepts these shapes, so only the real Sail can prove a guess wrong, and what its
+error then says is not documented.
 """
 
 import asyncio
