@@ -29,8 +29,8 @@ import torch
 from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
 from tinker_cookbook.rl.types import EnvGroupBuilder, StepResult, TrajectoryGroup
 
+from budget.cost import sampled_tokens
 from exercises.check import Case, Exercise, Mistake
-from helpers.cost import sampled_tokens
 from helpers.scoring import MathEnv, MathGroupBuilder
 from helpers.training import (
     LoopSettings,
@@ -199,7 +199,7 @@ def _loop_cases(**context: Any) -> list[Case]:
     ]
     # Locally, a step with nothing to learn from too: it must skip training and still record
     # every key the loop cell reads. Not in the cloud, where each step's sampler checkpoint
-    # is an adapter archive Tinker builds and Sail downloads (helpers/cost.py).
+    # is an adapter archive Tinker builds and Sail downloads (budget/cost.py).
     if context["course"].backend == "local":
         all_degenerate = [
             dataclasses.replace(builder, paid_G=(0.5,) * len(builder.paid_G))

@@ -2,12 +2,13 @@
 
     backend               `connect(backend)` -> `Course`: clients, tokenizer, renderer, data
     notebook_parameters   every parameter declared once; `settings(notebook, globals())`
-    params, logins, cost  the rules parameters pass (a leaf); the cloud estimate and cap
+    params, logins        the rules parameters pass (a leaf); the cloud logins they check
     scoring, serving, inspect_step, training, pipelined, shipping
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, progress, stats, rollout_failures, measurements
                           what the taught loops draw, store, show, measure and guard against
-    errors                one-sentence errors for bad settings and runs that cannot go on
+    errors                one-sentence errors for bad settings, runs that cannot go on and
+                          runs over their budget (`budget.cost`, a package of its own)
     effect_size           when a comparison decides
     orca_answers          orca-math-style answers for notebook 01's `final_answer`
 

@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import Any
 
+from budget.cost import OverBudgetError
 from helpers.progress import stop_loop_of_this_cell
 
 
@@ -113,6 +114,7 @@ def install_short_errors() -> None:
     shell = get_ipython()
     if shell is not None:
         shell.set_custom_exc(
-            (CourseConfigError, CourseRunError, *_INTERRUPTIONS), _show_one_sentence
+            (CourseConfigError, CourseRunError, OverBudgetError, *_INTERRUPTIONS),
+            _show_one_sentence,
         )
         _wake_loop_on_signals()

@@ -512,12 +512,12 @@ def settings(notebook: str, namespace: Mapping[str, object]) -> Any:
 
 
 # What each spending notebook's cells sample and train, from its settings, before any paid
-# request (`helpers.cost.estimate_and_cap`).
+# request (`budget.cost.estimate_and_cap`).
 
 
 def _cap(cfg: Any, sampled: dict[str, int], **costs: int) -> None:
     """`estimate_and_cap` for a run of `cfg`: `sampled` rollouts per part, then the others."""
-    from helpers.cost import estimate_and_cap
+    from budget.cost import estimate_and_cap
 
     estimate_and_cap(
         cfg.backend, cfg.budget_sampled_tokens, max_tokens=cfg.max_tokens, sampled=sampled, **costs
@@ -569,7 +569,7 @@ def _spend_04(cfg: Any) -> None:
 
 def _spend_05(cfg: Any) -> None:
     """Held-out evaluations at the sizes the run started with (else notebook 04's)."""
-    from helpers.cost import HELD_OUT_SETS, estimate_and_cap
+    from budget.cost import HELD_OUT_SETS, estimate_and_cap
     from helpers.runlog import RUNS_DIR
 
     path = RUNS_DIR / cfg.run_name / "state.json"
@@ -615,7 +615,7 @@ STEP_CHECK_CASES = 7
 
 
 def _spend_08(cfg: Any) -> None:
-    from helpers.cost import describe_sandboxes
+    from budget.cost import describe_sandboxes
 
     rollouts_per_step = cfg.group_size * cfg.groups_per_step
     eval_rollouts = 2 * cfg.eval_tasks * cfg.eval_samples  # before and after training

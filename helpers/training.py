@@ -23,7 +23,7 @@ from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.rl.train import train_step
 from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
 
-from helpers.cost import sampled_tokens  # noqa: F401 (run_step's solution uses it)
+from budget.cost import sampled_tokens  # noqa: F401 (run_step's solution uses it)
 from helpers.rollout_failures import CountingPolicy
 from helpers.runlog import run_id
 from helpers.scoring import MathGroupBuilder, final_answer  # noqa: F401 (05 uses final_answer)

@@ -2,7 +2,7 @@
 archive, its PEFT export, and the memory the conversion holds at its peak.
 
 Every Kimi K2.6 adapter size the course states comes from `estimate_kimi_k26`: notebook 09,
-the cloud cost estimate (`helpers.cost`) and the docs. The parameters are counted by
+the cloud cost estimate (`budget.cost`) and the docs. The parameters are counted by
 `kimi.converter`; this module turns them into bytes. Notebook 09 estimates the tiny local
 model's dense archive with the same `ArchiveEstimate`.
 """

@@ -18,9 +18,10 @@ from types import SimpleNamespace
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from helpers.cost import (
+from budget.cost import (
     PRICES_PATH,
     Estimate,
+    OverBudgetError,
     check_budget,
     check_spent,
     describe_sandboxes,
@@ -30,7 +31,6 @@ from helpers.cost import (
     sampled_price,
     sampled_tokens,
 )
-from helpers.errors import CourseConfigError
 from helpers.notebook_parameters import DEFAULT_BUDGET_SAMPLED_TOKENS, backend_defaults
 from local_stack.client.control_client import get_stats
 from shell_tasks.tamper import STRATEGIES
@@ -164,13 +164,13 @@ def test_cap_applies_in_the_cloud_only_and_names_estimate_budget_and_remedy() ->
     spend = estimate(sampled_rollouts=648, trained_rollouts=448, max_tokens=1024)
     check_budget(spend, 10, "local")  # nothing is paid for locally
     check_budget(spend, 648 * 1024, "cloud")  # exactly at the budget is allowed
-    with pytest.raises(CourseConfigError) as raised:
+    with pytest.raises(OverBudgetError) as raised:
         check_budget(spend, 1000, "cloud")
     message = str(raised.value)
     assert "663,552" in message and "budget_sampled_tokens = 1,000" in message
     assert "raise budget_sampled_tokens" in message and message.count(".") == 1
     check_spent(10**9, 10, "local", 3)
-    with pytest.raises(CourseConfigError, match="stopped after 3 steps with its state saved"):
+    with pytest.raises(OverBudgetError, match="stopped after 3 steps with its state saved"):
         check_spent(1001, 1000, "cloud", 3)
 
 
@@ -184,7 +184,7 @@ def test_estimate_and_cap_prints_every_part_then_refuses_in_the_cloud_only(capsy
         "  rollouts, each at most 10 tokens: 16 in 2 steps, 4 in the evaluation",
     ]
     estimate_and_cap("cloud", 200, max_tokens=10, sampled=parts)
-    with pytest.raises(CourseConfigError, match="up to 200 tokens .20 rollouts., over budget"):
+    with pytest.raises(OverBudgetError, match="up to 200 tokens .20 rollouts., over budget"):
         estimate_and_cap("cloud", 199, max_tokens=10, sampled=parts)
 
 
@@ -243,7 +243,7 @@ def test_over_budget_cloud_run_stops_in_the_check_cell_with_no_request(
     before = get_stats(local_stack.url)
     checked = run_check_cells(notebook, backend="cloud", budget_sampled_tokens=1000)
     error = checked.error
-    assert isinstance(error, CourseConfigError), error
+    assert isinstance(error, OverBudgetError), error
     assert f"{ceiling:,}" in str(error) and "budget_sampled_tokens = 1,000" in str(error)
     assert ceiling <= DEFAULT_BUDGET_SAMPLED_TOKENS  # the defaults alone are never refused
     assert "helpers.settings(" in checked.failed_source  # the check cell, before connect

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.cost import (
+from budget.cost import (
     ASSUMED_ADAPTER_ARCHIVE_GB,
     describe_other_costs,
     describe_sandboxes,

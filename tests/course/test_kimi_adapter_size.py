@@ -9,7 +9,7 @@ import pytest
 from IPython.display import Markdown
 from tinker_cookbook.hyperparam_utils import get_lora_param_count
 
-from helpers.cost import ASSUMED_ADAPTER_ARCHIVE_GB, ASSUMED_ADAPTER_PARAMETERS
+from budget.cost import ASSUMED_ADAPTER_ARCHIVE_GB, ASSUMED_ADAPTER_PARAMETERS
 from kimi import MODEL_NAME as KIMI_K26
 from kimi.adapter_size import estimate_kimi_k26
 from tests.notebook_source import ROOT, cell, flat, numbers

@@ -30,7 +30,7 @@ def _text(cell) -> str:
 # check let through; this start-up file makes the estimate wrong, as a future change to the
 # notebook could, to show that the count during the run still stops it.
 UNDER_COUNTING_ESTIMATE = """
-import helpers.cost as cost
+import budget.cost as cost
 
 _priced_estimate = cost.priced_estimate
 cost.priced_estimate = lambda **counts: _priced_estimate(**{**counts, "max_tokens": 1})
@@ -78,7 +78,7 @@ def test_cloud_run_passing_its_budget_mid_way_stops_saved_and_resumes(
     [error] = [o for o in failed.outputs if o.output_type == "error"]
     assert "check_spent(" in failed.source and len(error.traceback) == 1
     assert (error.ename, error.evalue) == (
-        "CourseConfigError",
+        "OverBudgetError",
         f"this cloud run has sampled {spent[-1]:,} tokens, over budget_sampled_tokens = "
         f"{budget:,}, so it stopped after {len(stopped)} steps with its state saved; raise "
         "budget_sampled_tokens and run again to resume.",

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 
-from helpers.cost import describe_sandboxes
+from budget.cost import describe_sandboxes
 from helpers.notebook_parameters import STEP_CHECK_CASES
 from local_stack.client.supervisor import stop_local_stack
 from shell_tasks.sandbox_cells import MARK, SKIPPED

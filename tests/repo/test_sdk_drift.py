@@ -1,9 +1,9 @@
 """The whole course calls only what the installed SDKs have, and sends only the raw HTTP
 request shapes `REQUEST_SHAPES` lists (notebook 09's `# @save` cells, in `helpers/shipping.py`).
 
-Every source of the course is read: `helpers/`, `kimi/`, `shell_tasks/`, `sweeps/`, `scripts/`,
-`bench/` and the code cells of every notebook. Each file is walked in order with a small type
-inference: SDK imports, assignments, annotations, return annotations of SDK functions (so
+Every source of the course is read: `budget/`, `helpers/`, `kimi/`, `shell_tasks/`, `sweeps/`,
+`scripts/`, `bench/` and the code cells of every notebook. Each file is walked in order with a
+small type inference: SDK imports, assignments, annotations, return annotations of SDK functions (so
 `await (await training_client.forward_async(...))` is a `ForwardBackwardOutput`), sail's `.aio`
 variants, and, where the course annotates nothing (`training_client: Any`), the names the
 course gives SDK objects (`NAME_TYPES`). A name map is a fallback, never an override: a name
@@ -32,7 +32,7 @@ from helpers import shipping
 
 ROOT = Path(__file__).resolve().parents[2]
 SDKS = ("tinker", "sail", "tinker_cookbook")
-SOURCE_DIRS = ("helpers", "kimi", "shell_tasks", "sweeps", "scripts", "bench")
+SOURCE_DIRS = ("budget", "helpers", "kimi", "shell_tasks", "sweeps", "scripts", "bench")
 
 
 def _sdk(path: str) -> Any:
@@ -513,7 +513,8 @@ def _plant(source: Source, line_number: int, line: str) -> Walker:
 def test_a_renamed_sdk_method_in_any_folder_is_caught(folder: str) -> None:
     """In every folder the walk reads, rename SDK attributes the course uses (one at a time,
     at its place): each rename is reported at its line. A folder that calls no SDK (sweeps/
-    today) gets a misnamed call appended to each file instead, in that file's own context."""
+    and budget/ today) gets a misnamed call appended to each file instead, in that file's own
+    context."""
     sources = [s for s in SOURCES if _folder(s.where) == folder]
     assert sources, folder
     planted = 0
@@ -537,7 +538,7 @@ def test_a_renamed_sdk_method_in_any_folder_is_caught(folder: str) -> None:
                 for f in planted_walker.findings
             ), (source.where, node.end_lineno, node.attr, planted_walker.findings)
             planted += 1
-    if folder != "sweeps":  # sweeps/ calls the SDKs only through helpers/
+    if folder not in ("sweeps", "budget"):  # neither calls an SDK of its own
         assert planted, f"{folder}: no SDK attribute found to rename"
 
 

@@ -17,7 +17,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.errors import CourseConfigError
 from kimi.architecture import KIMI_K26
 from kimi.converter import archive_parameters
 
@@ -33,6 +32,11 @@ HELD_OUT_SETS = {"local": 3, "cloud": 1}
 ASSUMED_RANK = 32
 ASSUMED_ADAPTER_PARAMETERS = archive_parameters(KIMI_K26, ASSUMED_RANK)
 ASSUMED_ADAPTER_ARCHIVE_GB = ASSUMED_ADAPTER_PARAMETERS * 2 / 1e9
+
+
+class OverBudgetError(ValueError):
+    """A cloud run that could sample, or has sampled, more tokens than its budget allows; the
+    message says by how much and which parameter raises the cap."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ def priced_estimate(
 def check_budget(spend: Estimate, budget_sampled_tokens: int, backend: str) -> None:
     """In the cloud, refuse a run whose ceiling passes the budget, before any request."""
     if backend == "cloud" and spend.sampled_tokens > budget_sampled_tokens:
-        raise CourseConfigError(
+        raise OverBudgetError(
             f"this cloud run could sample up to {spend.sampled_tokens:,} tokens "
             f"({spend.rollouts:,} rollouts), over budget_sampled_tokens = "
             f"{budget_sampled_tokens:,}; lower the parameters that size it, or raise "
@@ -238,7 +242,7 @@ def sampled_tokens(groups: list) -> int:
 def check_spent(spent: int, budget_sampled_tokens: int, backend: str, completed_steps: int) -> None:
     """In the cloud, stop a run (its state already saved) once what it sampled passes the cap."""
     if backend == "cloud" and spent > budget_sampled_tokens:
-        raise CourseConfigError(
+        raise OverBudgetError(
             f"this cloud run has sampled {spent:,} tokens, over budget_sampled_tokens = "
             f"{budget_sampled_tokens:,}, so it stopped after {completed_steps} steps with its "
             "state saved; raise budget_sampled_tokens and run again to resume."
