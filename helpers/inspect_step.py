@@ -1,9 +1,11 @@
 # Generated from notebooks/03_one_grpo_step.ipynb by `make helpers`. Do not edit: change
 # the `# @save` cells there, then run `make helpers` again.
-"""One GRPO step, opened up: the numbers `train_step` computes but never shows."""
+"""One GRPO step, opened up: the numbers `train_step` computes but never shows, and
+when the sign of a mean change among them counts as measured.
+"""
 
 import random
-from typing import Any
+from typing import Any, NamedTuple
 
 import tinker
 import torch
@@ -66,3 +68,53 @@ def completion_logprob_changes(
         float(((after_T - before_T) * datum.loss_fn_inputs["mask"].to_torch()).sum())
         for datum, before_T, after_T in zip(data_D, before_D, after_D, strict=True)
     ]
+
+
+# The effect must exceed its noise this many times to count (notebook 09 uses it too).
+DECISIVE_RATIO = 3.0
+# A standard error from a handful of values is too noisy to trust (with two values it is often
+# tiny by chance), so a sign check needs at least this many values per group.
+MIN_PER_GROUP = 8
+
+
+class SignCheck(NamedTuple):
+    """Two groups' mean changes and their standard errors: can their signs be told?"""
+
+    mean_positive: float
+    mean_negative: float
+    error_positive: float
+    error_negative: float
+    fewest: int  # values in the smaller group
+
+    @property
+    def decisive(self) -> bool:
+        """Enough values, and each mean at least DECISIVE_RATIO standard errors from zero."""
+        return (
+            self.fewest >= MIN_PER_GROUP
+            and abs(self.mean_positive) >= DECISIVE_RATIO * self.error_positive
+            and abs(self.mean_negative) >= DECISIVE_RATIO * self.error_negative
+        )
+
+    def sentence(self) -> str:
+        changes = f"the mean changes ({self.mean_positive:+.2e} and {self.mean_negative:+.2e} nats)"
+        why = (
+            f"come from as few as {self.fewest} completions, fewer than the {MIN_PER_GROUP} a "
+            "standard error needs"
+            if self.fewest < MIN_PER_GROUP
+            else f"are within {DECISIVE_RATIO:g} standard errors ({self.error_positive:.1e}, "
+            f"{self.error_negative:.1e}) of zero"
+        )
+        return f"{changes} {why}, so their signs are not measured: shown, not asserted"
+
+
+def sign_check(positive: list[float], negative: list[float]) -> SignCheck:
+    """Mean and standard error of the mean of each group (at least two values each)."""
+
+    def mean_and_error(values: list[float]) -> tuple[float, float]:
+        n = len(values)
+        mean = sum(values) / n
+        variance = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else float("inf")
+        return mean, (variance / n) ** 0.5
+
+    (mp, ep), (mn, en) = mean_and_error(positive), mean_and_error(negative)
+    return SignCheck(mp, mn, ep, en, min(len(positive), len(negative)))

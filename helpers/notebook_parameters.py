@@ -173,7 +173,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
         # 7 groups of 2: notebook 03 needs a group whose rewards differ, which 2 groups of 2
         # missed in all 3 draws about once in 20; 7 miss about once in 10^5, and their 14
         # completions stay below the 8 a side at which it asserts a sign
-        # (effect_size.MIN_PER_GROUP).
+        # (inspect_step.MIN_PER_GROUP).
         "groups": _with(
             GROUPS_PER_STEP,
             value=16,

@@ -2,8 +2,9 @@
 # the `# @save` cells there, then run `make helpers` again.
 """Shipping an adapter's plumbing: the short run shipped when notebook 04 left none, the
 export's size and the room it needs, the base model the converter reads, the archive fetched
-and unpacked safely, given tokens scored with Tinker's `forward` (its logprobs, and their gaps
-to Sail's), and the raw HTTP requests that make the PEFT files a named LoRA on Sail.
+and unpacked safely, given tokens scored with Tinker's `forward` (its logprobs, their gaps
+to Sail's, and whether those can tell the adapter from the base model), and the raw HTTP
+requests that make the PEFT files a named LoRA on Sail.
 
 The `sail` SDK has no call for uploading a LoRA, so these requests go to the endpoint, with
 the key, that the SDK's own `sail.Config.from_env()` finds. `REQUEST_SHAPES` lists every
@@ -34,6 +35,7 @@ import tinker
 
 from helpers.backend import local_base_model_dir
 from helpers.errors import CourseConfigError
+from helpers.inspect_step import DECISIVE_RATIO
 from helpers.notebook_parameters import resolve
 from helpers.progress import is_interactive
 from helpers.scoring import MathGroupBuilder
@@ -213,6 +215,42 @@ def gap_table(scores: dict[str, list[list[float]]]) -> pd.DataFrame:
             for gap in [gaps(values, scores["Sail"])]
         }
     ).T
+
+
+@dataclass(frozen=True)
+class Separation:
+    """The adapter's `effect` on the logprobs (mean |adapter - base|, both from Tinker) and
+    the `noise` (the smaller of their two mean gaps to Sail, whose kernels differ)."""
+
+    effect: float
+    noise: float
+
+    @property
+    def decisive(self) -> bool:
+        """At DECISIVE_RATIO times the noise, whichever model Sail ran is at least twice as
+        far from the other one as from itself."""
+        return self.effect >= DECISIVE_RATIO * self.noise
+
+    def sentence(self) -> str:
+        return (
+            f"the adapter moves these logprobs by {self.effect:.2e} on average, less than "
+            f"{DECISIVE_RATIO:g}x the {self.noise:.2e} by which Sail and Tinker differ, so "
+            "this comparison cannot tell the adapter from the base model: shown, not asserted"
+        )
+
+
+def mean_gap(a: list[list[float]], b: list[list[float]]) -> float:
+    """Mean |a - b| over every token of every completion."""
+    gap = gaps(a, b)
+    return sum(gap) / len(gap)
+
+
+def separation(
+    adapter: list[list[float]], base: list[list[float]], sampler: list[list[float]]
+) -> Separation:
+    """Tinker's adapter and base logprobs against the sampler's, for the same tokens."""
+    noise = min(mean_gap(adapter, sampler), mean_gap(base, sampler))
+    return Separation(mean_gap(adapter, base), noise)
 
 
 LORAS_PAGE = "Sail docs, LoRAs page (docs.sailresearch.com/loras)"

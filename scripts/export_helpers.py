@@ -57,7 +57,8 @@ Notebook 04 calls `sail_policy` at the start of every training step.
     TaughtModule(
         "03_one_grpo_step.ipynb",
         "inspect_step.py",
-        """One GRPO step, opened up: the numbers `train_step` computes but never shows.
+        """One GRPO step, opened up: the numbers `train_step` computes but never shows, and
+when the sign of a mean change among them counts as measured.
 """,
     ),
     TaughtModule(
@@ -83,8 +84,9 @@ Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` us
         "shipping.py",
         """Shipping an adapter's plumbing: the short run shipped when notebook 04 left none, the
 export's size and the room it needs, the base model the converter reads, the archive fetched
-and unpacked safely, given tokens scored with Tinker's `forward` (its logprobs, and their gaps
-to Sail's), and the raw HTTP requests that make the PEFT files a named LoRA on Sail.
+and unpacked safely, given tokens scored with Tinker's `forward` (its logprobs, their gaps
+to Sail's, and whether those can tell the adapter from the base model), and the raw HTTP
+requests that make the PEFT files a named LoRA on Sail.
 
 The `sail` SDK has no call for uploading a LoRA, so these requests go to the endpoint, with
 the key, that the SDK's own `sail.Config.from_env()` finds. `REQUEST_SHAPES` lists every

@@ -10,8 +10,9 @@ from pathlib import Path
 import nbformat
 import tinker_cookbook
 
-from helpers.effect_size import separation, sign_check
+from helpers.inspect_step import sign_check
 from helpers.notebook_parameters import backend_defaults
+from helpers.shipping import separation
 
 ROOT = Path(__file__).resolve().parents[2]
 
