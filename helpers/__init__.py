@@ -5,7 +5,7 @@
     params, logins        the rules parameters pass (a leaf); the cloud logins they check
     scoring, serving, inspect_step, training, pipelined, shipping
                           generated from the notebooks' `# @save` cells (`make helpers`)
-    plots, runlog, progress, stats, rollout_failures, measurements
+    plots, runlog, progress, rollout_failures, measurements
                           what the taught loops draw, store, show, measure and guard against
     errors                one-sentence errors for bad settings, runs that cannot go on and
                           runs over their budget (`budget.cost`, a package of its own)

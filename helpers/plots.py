@@ -149,7 +149,7 @@ def summary_figure(
 
 def pass_at_k_figure(curves: dict[str, dict[str, dict]]) -> Figure:
     """pass@k against k, one panel per held-out set, base and trained weights each with its
-    95% interval as a band. `curves[set][when]` is `helpers.stats.pass_at_k_curve`'s result."""
+    95% interval as a band. `curves[set][when]` is `helpers.training.pass_at_k_curve`'s result."""
     fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves), 3.8), squeeze=False)
     for ax, (name, by_when) in zip(axes[0], curves.items(), strict=True):
         for when, curve in by_when.items():

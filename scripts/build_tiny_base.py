@@ -46,7 +46,7 @@ import torch
 from safetensors.torch import save_file
 
 from helpers.scoring import QUESTION_SUFFIX, answer_matches, extract_boxed, graded_text
-from helpers.stats import pass_at_k
+from helpers.training import pass_at_k
 from kimi import offline_kimi_renderer
 from local_stack.client.dataset import all_problems, arithmetic_dataset
 from local_stack.engine.model import (

@@ -66,7 +66,8 @@ when the sign of a mean change among them counts as measured.
         "training.py",
         """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Also the held-out evaluation that notebook 05 runs on the base and the trained weights.
+Also the held-out evaluation that notebook 05 runs on the base and the trained weights, and
+its pass@k curves.
 """,
         also=("05_did_it_learn.ipynb",),
     ),

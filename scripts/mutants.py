@@ -6,7 +6,7 @@ that reach each one. A mutant that no test fails "survives": tests/README.md rec
 last run, and why each survivor is equivalent to the original code.
 
     python scripts/mutants.py                 # every file below, then the table
-    python scripts/mutants.py helpers/stats.py  # one file (or several)
+    python scripts/mutants.py helpers/runlog.py  # one file (or several)
     python scripts/mutants.py --report        # the table of the last run only
 """
 
@@ -64,9 +64,9 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "scores",
         "bootstrap_interval",
         "compare",
+        "pass_at_k",
+        "pass_at_k_curve",
     ),
-    # pass@k and its interval, and the reward's standard error.
-    "helpers/stats.py": ("pass_at_k", "pass_at_k_curve"),
     # The run log's resume checks.
     "helpers/runlog.py": (
         "RunLog.state",

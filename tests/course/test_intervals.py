@@ -1,4 +1,4 @@
-"""The held-out intervals (helpers/training.py, helpers/stats.py):
+"""The held-out intervals (helpers/training.py):
 problem-clustered bootstrap intervals of each score and of a gain, pass@k's curve and its
 interval, and the reward's standard error from its rates."""
 
@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.stats import pass_at_k_curve
-from helpers.training import SCORES, bootstrap_interval, compare
+from helpers.training import SCORES, bootstrap_interval, compare, pass_at_k_curve
 
 
 def problem(samples, correct, fmt, correct_and_format, reward=None) -> dict:
