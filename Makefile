@@ -84,7 +84,7 @@ test-long: $(STAMP)
 	$(call PYTEST,$(NOTEBOOK_TEST_WORKERS)) tests/long -m long --durations=15
 
 ## make mutants: mutation testing (mutmut) of the rules the course and the stack enforce, each
-## mutant against the fast tests that reach it; FILES="helpers/stats.py ..." runs only those
+## mutant against the fast tests that reach it; FILES="helpers/runlog.py ..." runs only those
 ## files (scripts/mutants.py names them). Not in CI; its last result is in tests/README.md
 mutants: $(STAMP)
 	$(PYTHON) scripts/mutants.py $(FILES)

@@ -21,9 +21,6 @@ from kimi.architecture import KIMI_K26
 from kimi.converter import archive_parameters
 
 PRICES_PATH = Path(__file__).resolve().parent / "prices.json"
-# Held-out sets a notebook-04 evaluation scores: locally known facts RL never trains on,
-# unseen facts and seen facts in new wording; in the cloud orca-math has only unseen ones.
-HELD_OUT_SETS = {"local": 3, "cloud": 1}
 # An assumption, not a documented size: a rank-32 Kimi K2.6 LoRA has the parameters the
 # cookbook's `get_lora_param_count` gives (about 4.7 billion), 2 bytes each in bf16, so each
 # sampler checkpoint's archive is about 9.4 GB, built by Tinker and downloaded by Sail once per

@@ -1,4 +1,5 @@
-"""One-sentence errors for bad settings and for runs that cannot go on.
+"""One-sentence errors for bad settings, for runs that cannot go on, and (from `budget.cost`) for
+cloud runs over their budget.
 
 Inside IPython, errors of these types, and interruptions, are shown as one sentence that says
 what happened and what to do, not forty lines of traceback; elsewhere they are ordinary

@@ -70,8 +70,8 @@ def completion_logprob_changes(
     ]
 
 
-# The effect must exceed its noise this many times to count (notebook 09 uses it too).
-DECISIVE_RATIO = 3.0
+# A mean's sign counts as measured at this many standard errors from zero.
+STANDARD_ERRORS = 3.0
 # A standard error from a handful of values is too noisy to trust (with two values it is often
 # tiny by chance), so a sign check needs at least this many values per group.
 MIN_PER_GROUP = 8
@@ -88,11 +88,11 @@ class SignCheck(NamedTuple):
 
     @property
     def decisive(self) -> bool:
-        """Enough values, and each mean at least DECISIVE_RATIO standard errors from zero."""
+        """Enough values, and each mean at least STANDARD_ERRORS standard errors from zero."""
         return (
             self.fewest >= MIN_PER_GROUP
-            and abs(self.mean_positive) >= DECISIVE_RATIO * self.error_positive
-            and abs(self.mean_negative) >= DECISIVE_RATIO * self.error_negative
+            and abs(self.mean_positive) >= STANDARD_ERRORS * self.error_positive
+            and abs(self.mean_negative) >= STANDARD_ERRORS * self.error_negative
         )
 
     def sentence(self) -> str:
@@ -101,7 +101,7 @@ class SignCheck(NamedTuple):
             f"come from as few as {self.fewest} completions, fewer than the {MIN_PER_GROUP} a "
             "standard error needs"
             if self.fewest < MIN_PER_GROUP
-            else f"are within {DECISIVE_RATIO:g} standard errors ({self.error_positive:.1e}, "
+            else f"are within {STANDARD_ERRORS:g} standard errors ({self.error_positive:.1e}, "
             f"{self.error_negative:.1e}) of zero"
         )
         return f"{changes} {why}, so their signs are not measured: shown, not asserted"

@@ -26,7 +26,7 @@ import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import pandas as pd
@@ -35,7 +35,6 @@ import tinker
 
 from helpers.backend import local_base_model_dir
 from helpers.errors import CourseConfigError
-from helpers.inspect_step import DECISIVE_RATIO
 from helpers.notebook_parameters import resolve
 from helpers.progress import is_interactive
 from helpers.scoring import MathGroupBuilder
@@ -217,8 +216,13 @@ def gap_table(scores: dict[str, list[list[float]]]) -> pd.DataFrame:
     ).T
 
 
-@dataclass(frozen=True)
-class Separation:
+# The adapter's effect must be this many times the noise. By the triangle inequality (token by
+# token, then on average), the model farther from Sail is then at least SEPARATION_RATIO - 1
+# times as far from Sail as the nearer one.
+SEPARATION_RATIO = 3.0
+
+
+class Separation(NamedTuple):
     """The adapter's `effect` on the logprobs (mean |adapter - base|, both from Tinker) and
     the `noise` (the smaller of their two mean gaps to Sail, whose kernels differ)."""
 
@@ -227,14 +231,12 @@ class Separation:
 
     @property
     def decisive(self) -> bool:
-        """At DECISIVE_RATIO times the noise, whichever model Sail ran is at least twice as
-        far from the other one as from itself."""
-        return self.effect >= DECISIVE_RATIO * self.noise
+        return self.effect >= SEPARATION_RATIO * self.noise
 
     def sentence(self) -> str:
         return (
             f"the adapter moves these logprobs by {self.effect:.2e} on average, less than "
-            f"{DECISIVE_RATIO:g}x the {self.noise:.2e} by which Sail and Tinker differ, so "
+            f"{SEPARATION_RATIO:g}x the {self.noise:.2e} by which Sail and Tinker differ, so "
             "this comparison cannot tell the adapter from the base model: shown, not asserted"
         )
 

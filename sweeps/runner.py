@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
+from budget.cost import OverBudgetError
 from helpers.errors import CourseConfigError
 from helpers.notebook_parameters import DEFAULT_BUDGET_SAMPLED_TOKENS, profile, resolve
 from helpers.params import HELD_OUT_PROBLEMS
@@ -160,10 +161,10 @@ def _owner(folder: Path) -> str | None:
 
 
 def check_cloud_budget(runs: list[PlannedRun], budget_sampled_tokens: int) -> str:
-    """The sweep-wide budget line; CourseConfigError if the sweep may sample more."""
+    """The sweep-wide budget line; OverBudgetError if the sweep may sample more."""
     total = sum(_tokens_left(run) for run in runs)
     if total > budget_sampled_tokens:
-        raise CourseConfigError(
+        raise OverBudgetError(
             f"this cloud sweep may sample {total:,} tokens, more than its sweep-wide budget "
             f"of {budget_sampled_tokens:,}; raise --budget-sampled-tokens or shrink the grid."
         )
@@ -445,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = "cloud" if "cloud" in backends else "local"
         if backend == "cloud":
             budget_line = check_cloud_budget(runs, args.budget_sampled_tokens)
-    except CourseConfigError as error:
+    except (CourseConfigError, OverBudgetError) as error:
         print(f"sweep not started: {error}", file=sys.stderr)
         return 2
     jobs = min(AUTO_JOBS[backend] if args.jobs == "auto" else args.jobs, len(runs))

@@ -1,6 +1,6 @@
 """The held-out intervals (helpers/training.py):
-problem-clustered bootstrap intervals of each score and of a gain, pass@k's curve and its
-interval, and the reward's standard error from its rates."""
+problem-clustered bootstrap intervals of each score and of a gain, and pass@k's curve and its
+interval."""
 
 from __future__ import annotations
 

