@@ -1,12 +1,24 @@
 """Every exercise's check, fed what learners write: each typical mistake meets its own hint
 and never a pass; the stub as shipped says the reference runs; the notebook's own solution
-passes. The learner's code is taken from the notebook (exercises/cells.py)."""
+passes. The learner's code is taken from the notebook (exercises/cells.py).
+
+The checks of the loop's step (04) and of the sandboxed step (08) call the reference and,
+to find a hint, the mistakes before the learner's, on the same cases in every test: real
+training steps on the stack, and scripts that run into their 2 s and 4 s timeouts. There,
+each of these answers is computed once in this module, as the notebook computes it, and
+reused (`answered_once`): an answer is the same from call to call by design (the step's
+check compares what reached the training client, not samples; each sandboxed script writes
+its answer afresh). Without that, each mistake's test paid again for every mistake before
+it. (Not 02's: its cases record the URLs they sign afresh for each check.)
+"""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import pkgutil
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -19,12 +31,44 @@ from exercises.cells import exercise_pairs, solution_code
 from exercises.check import CHOSEN
 from tests.notebook_source import NOTEBOOKS
 
+check_module = importlib.import_module("exercises.check")  # `exercises.check` is the function
 EXERCISES = all_exercises()
+ANSWERED_ONCE = ("04_training_loop/run_step", "08_sandboxed_rollouts/run_and_grade")
 MISTAKES = [
     pytest.param(exercise, index, id=f"{key}-{index}")
     for key, exercise in EXERCISES.items()
     for index in range(len(exercise.mistakes))
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def answered_once() -> Iterator[None]:
+    """The check's calls of `ANSWERED_ONCE`'s references and mistakes, each answered once per
+    (function, case): an answer is kept, an exception is not (a fresh call raises it again).
+    Every other function, a learner's code included, is called each time."""
+    kept = {
+        function
+        for key in ANSWERED_ONCE
+        for function in (
+            EXERCISES[key].reference,
+            *(mistake.implementation for mistake in EXERCISES[key].mistakes),
+        )
+    }
+    answers: dict[tuple[Any, str], Any] = {}
+
+    async def call(function: Any, case: Any) -> Any:
+        key = (function, case.label)
+        if function in kept and key in answers:
+            return answers[key]
+        result = function(*case.args, **case.kwargs)
+        answer = await result if inspect.isawaitable(result) else result
+        if function in kept:
+            answers[key] = answer
+        return answer
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(check_module, "_call", call)
+        yield
 
 
 def checked(exercise: Exercise, function: Any, request: pytest.FixtureRequest) -> None:

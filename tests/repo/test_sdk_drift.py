@@ -18,6 +18,7 @@ passes. A renamed or removed SDK method fails here, naming file and line.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import typing
@@ -114,7 +115,8 @@ def _is_sdk_name(module: object) -> bool:
     return isinstance(module, str) and module.split(".")[0] in SDKS
 
 
-def _instance_attributes(cls: type) -> set[str]:
+@functools.cache  # a class's source does not change during the run; reading it is the cost
+def _instance_attributes(cls: type) -> frozenset[str]:
     """Names a class's methods assign on `self` (what its instances have beyond the class)."""
     names = set()
     for klass in cls.__mro__:
@@ -130,7 +132,7 @@ def _instance_attributes(cls: type) -> set[str]:
                 and node.value.id == "self"
             ):
                 names.add(node.attr)
-    return names
+    return frozenset(names)
 
 
 def _annotation_type(func: Any, annotation: Any) -> Any:
