@@ -53,8 +53,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # nbval's runs of notebooks/ that read what an earlier one left in runs/: 05 at its defaults
-# compares the run 04 made before it, and 08 ships that run.
-NOTEBOOKS_IN_ORDER = ("notebooks/04_", "notebooks/05_", "notebooks/08_")
+# compares the run 04 made before it, and 09 ships that run.
+NOTEBOOKS_IN_ORDER = ("notebooks/04_", "notebooks/05_", "notebooks/09_")
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, absent under `-p no:xdist`

@@ -72,12 +72,25 @@ def kernel_env(folder: Path, *, cloud: bool = False, **extra: str) -> dict[str, 
     return env
 
 
+# papermill's command line (`python -m papermill`) less one import. nbformat loads jsonschema,
+# whose optional check of the "iri" string format imports rfc3987_syntax, which compiles a
+# grammar as it loads: 1.3 of the 1.9 s of CPU papermill took to start, in every one of the
+# suite's papermill runs, for a format no notebook schema uses. A module set to None in
+# sys.modules fails to import, and jsonschema then leaves that one check out.
+PAPERMILL = [
+    sys.executable,
+    "-c",
+    "import sys; sys.modules['rfc3987_syntax'] = None; from papermill.cli import papermill; "
+    "papermill()",
+]
+
+
 def papermill(notebook: str, out: Path, parameters: dict, env: dict, **kwargs) -> subprocess.Popen:
     """Start papermill on `notebook` (a name in notebooks/ or a path) from the repository root,
     where the README's papermill example starts it: the kernel starts there too. nbval (and
     tests/long/test_loophole.py's run of 04) start kernels in notebooks/, as JupyterLab
     does; so every notebook runs from both, and a path spelled relative to one of them fails."""
-    args = [sys.executable, "-m", "papermill", str(NOTEBOOKS / notebook), str(out)]
+    args = [*PAPERMILL, str(NOTEBOOKS / notebook), str(out)]
     args += ["--kernel", "python3", "--no-progress-bar"]
     for name, value in parameters.items():
         args += ["-p", name, str(value)]

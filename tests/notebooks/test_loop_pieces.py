@@ -32,7 +32,7 @@ def notebook_with_edited_piece(folder: Path) -> Path:
     return path
 
 
-def test_an_edited_piece_is_the_one_the_loop_runs(run_env: dict, tmp_path: Path) -> None:
+def test_an_edited_piece_is_the_one_the_loop_runs(shared_stack_env: dict, tmp_path: Path) -> None:
     parameters = {
         **SMALL_PARAMETERS[f"{NOTEBOOK}.ipynb"],
         "run_name": "edited-piece",
@@ -42,10 +42,10 @@ def test_an_edited_piece_is_the_one_the_loop_runs(run_env: dict, tmp_path: Path)
     }
     out = tmp_path / "out.ipynb"
     code, log = finish(
-        papermill(str(notebook_with_edited_piece(tmp_path)), out, parameters, run_env)
+        papermill(str(notebook_with_edited_piece(tmp_path)), out, parameters, shared_stack_env)
     )
     assert code == 0, log[-3000:]
-    metrics = Path(run_env["COURSE_RUNS_DIR"]) / "edited-piece" / "metrics.jsonl"
+    metrics = Path(shared_stack_env["COURSE_RUNS_DIR"]) / "edited-piece" / "metrics.jsonl"
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line]
     assert len(records) == parameters["steps"]
     assert [(r["skipped"], r["datums"], r["degenerate_pct"]) for r in records] == [
