@@ -3,8 +3,10 @@
     cost          the estimate every spending notebook prints before its first request, the
                   cap that stops a cloud run over `budget_sampled_tokens`, and the costs
                   beside tokens (adapter archives, forward passes, exports, Sailboxes)
+    spend         what each spending notebook samples, trains and creates, counted from its
+                  settings: the check cell (`helpers.settings`) prints it through `cost`
     prices.json   the prices, with their date and source, once filled in (none is known offline)
 
-Each notebook's own count of what it samples and trains is declared with its parameters
-(`helpers.notebook_parameters`), which call `cost` from the check cell.
+It stands below the course: it imports only `kimi/` (the assumed size of an adapter archive),
+and notebook 04's loop calls `cost.check_spent` to stop a cloud run once it passes its budget.
 """

@@ -287,8 +287,8 @@ def test_an_estimate_prints_no_repr_under_a_check_cell() -> None:
 
 
 def test_07s_sandbox_count_knows_every_tamper_strategy_and_step_case() -> None:
+    from budget.spend import STEP_CHECK_CASES, TAMPER_STRATEGIES
     from exercises.sandboxed_rollouts import _STEP_CASES
-    from helpers.notebook_parameters import STEP_CHECK_CASES, TAMPER_STRATEGIES
     from shell_tasks.tamper import STRATEGIES
 
     assert len(STRATEGIES) == TAMPER_STRATEGIES

@@ -32,7 +32,7 @@ import nbformat
 import pytest
 
 from budget.cost import describe_sandboxes
-from helpers.notebook_parameters import STEP_CHECK_CASES
+from budget.spend import STEP_CHECK_CASES
 from local_stack.client.supervisor import stop_local_stack
 from shell_tasks.sandbox_cells import MARK, SKIPPED
 from shell_tasks.tamper import STRATEGIES
