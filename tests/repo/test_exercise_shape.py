@@ -39,5 +39,6 @@ def test_stub_check_and_solution_sit_together(exercise: Exercise) -> None:
     assert check_cell.cell_type == "code"
     assert f"{exercise.name} = await check(" in check_cell.source
     assert book.cells[index + 2] is solution and tagged(solution, SOLUTION_TAG)
+    assert tagged(solution, "optional")  # read only by a learner who is stuck: not core path
     assert solution.cell_type == "markdown" and solution.source.startswith("<details>")
     assert "### BEGIN SOLUTION" in solution.source and "### END SOLUTION" in solution.source

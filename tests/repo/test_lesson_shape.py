@@ -43,14 +43,17 @@ def test_core_code_fits_the_slot(name: str) -> None:
 @pytest.mark.parametrize("name", MINE)
 def test_optional_cells_come_after_the_core_path(name: str) -> None:
     """Once a cell is tagged optional, the markdown after it is optional too, but for the
-    closing summary (which must stay last: tests/repo/test_notebook_format.py)."""
+    closing summary (which must stay last: tests/repo/test_notebook_format.py). Exercises'
+    solutions, optional too, stay below their exercises."""
     notebook = cells(name)
-    tagged = [i for i, c in enumerate(notebook) if "optional" in c.metadata.get("tags", [])]
-    if not tagged:
+    depth = [
+        i for i, c in enumerate(notebook) if tagged(c, "optional") and not tagged(c, SOLUTION_TAG)
+    ]
+    if not depth:
         return
     after = [
         i
-        for i, c in enumerate(notebook[tagged[0] : -1], tagged[0])
+        for i, c in enumerate(notebook[depth[0] : -1], depth[0])
         if c.cell_type == "markdown" and "optional" not in c.metadata.get("tags", [])
     ]
     assert not after, f"{name}: core markdown cells {after} come after optional depth"
