@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, make_dataclass, replace
+from dataclasses import asdict, dataclass, make_dataclass, replace
 from typing import Any
 
 from budget.spend import SPEND
@@ -57,30 +57,21 @@ LOOP_NOTEBOOK = "04_training_loop"
 @dataclass(frozen=True)
 class Parameter:
     """One parameter of one notebook: the parameters cell's `value`, the `rule` it must
-    pass, what None stands for on each backend, `doc`, one line on what it does (its range is
-    added from the rule), and its value in each named size profile that sets it."""
+    pass, `doc` (one line on what it does; `make docs` adds the rule's range), and what None
+    stands for `local`ly and in the `cloud`. Its sizes in the named profiles are in `SIZES`."""
 
     value: object
     rule: Rule
     doc: str
     local: object = None
     cloud: object = None
-    profiles: Mapping[str, object] = field(default_factory=dict)
 
     def default(self, backend: str) -> object:
         """What the notebook uses when the value is None on `backend`."""
         return {"local": self.local, "cloud": self.cloud}[backend]
 
 
-def _with(parameter: Parameter, **changes: object) -> Parameter:
-    """`parameter` with `changes`: its fields by name; any other name is a size profile, with
-    the parameter's value in it (`tiny_sweep` names `tiny-sweep`)."""
-    fields = {name: v for name, v in changes.items() if name in Parameter.__dataclass_fields__}
-    sizes = {name.replace("_", "-"): v for name, v in changes.items() if name not in fields}
-    return replace(parameter, **fields, profiles={**parameter.profiles, **sizes})
-
-
-# Shared declarations: a notebook takes one as it is, or changes it with `_with`.
+# Shared declarations: a notebook takes one as it is, or changes a field with `replace`.
 BACKEND = Parameter(
     "local",
     backend_with_keys,
@@ -101,7 +92,7 @@ GROUPS_PER_STEP = Parameter(
 # `hyperparam_utils.get_lr` does not yet calibrate for it); the guide's 1e-5 is a full
 # fine-tuning scale, at which 7 steps barely move an adapter.
 LEARNING_RATE = Parameter(
-    None, Number(0.0, 1.0, above_low=True, none_ok=True), "Adam's step size", 1e-3, 5e-4
+    None, Number(0.0, 1.0, above_low=True, none_ok=True), "Adam's step size", local=1e-3, cloud=5e-4
 )
 EVAL_PROBLEMS = Parameter(
     None,
@@ -135,31 +126,25 @@ BUDGET = Parameter(
     "cloud only: the most tokens the notebook may sample; it stops before its first request "
     "if its estimate is larger",
 )
+SIMULATED = "local only: simulated seconds "
 
 NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "01_scoring": {
         "backend": BACKEND,
-        "example_index": _with(EXAMPLE_INDEX, doc="which training problem to render below"),
-        "group_size": _with(
-            Parameter(
-                4,
-                Whole(1, MAX_GROUP_SIZE),  # no rollouts to compare here: a group of one is fine
-                "how many environments the group builder makes for one problem",
-            ),
-            small=3,
-            rehearsal=2,
+        "example_index": replace(EXAMPLE_INDEX, doc="which training problem to render below"),
+        # No rollouts to compare here: a group of one is fine.
+        "group_size": Parameter(
+            4,
+            Whole(1, MAX_GROUP_SIZE),
+            "how many environments the group builder makes for one problem",
         ),
     },
     "02_snapshot_and_serve": {
         "backend": BACKEND,
-        "example_index": _with(EXAMPLE_INDEX, doc="which training problem to sample"),
-        "group_size": _with(
-            Parameter(4, Whole(1, MAX_GROUP_SIZE), "samples of the same problem"),
-            small=2,
-            rehearsal=2,
-        ),
+        "example_index": replace(EXAMPLE_INDEX, doc="which training problem to sample"),
+        "group_size": Parameter(4, Whole(1, MAX_GROUP_SIZE), "samples of the same problem"),
         "temperature": TEMPERATURE,
-        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
+        "max_tokens": MAX_TOKENS,
         "completion_window": COMPLETION_WINDOW,
         "ttl_seconds": Parameter(
             3600,
@@ -170,86 +155,54 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
     "03_one_grpo_step": {
         "backend": BACKEND,
-        "seed": _with(SEED, doc="picks the problems and the new adapter's initial weights"),
-        # 7 groups of 2: notebook 03 needs a group whose rewards differ, which 2 groups of 2
-        # missed in all 3 draws about once in 20; 7 miss about once in 10^5, and their 14
-        # completions stay below the inspect_step.MIN_PER_GROUP a side at which its sign check
-        # calls a sign measured.
-        "groups": _with(
-            GROUPS_PER_STEP,
-            value=16,
-            doc="problems in the step, a group each",
-            small=7,
-            rehearsal=7,
-        ),
-        "group_size": _with(GROUP_SIZE, small=2, rehearsal=2),
-        "learning_rate": _with(LEARNING_RATE, local=1e-4),
+        "seed": replace(SEED, doc="picks the problems and the new adapter's initial weights"),
+        "groups": replace(GROUPS_PER_STEP, value=16, doc="problems in the step, a group each"),
+        "group_size": GROUP_SIZE,
+        "learning_rate": replace(LEARNING_RATE, local=1e-4),
         "temperature": TEMPERATURE,
-        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
+        "max_tokens": MAX_TOKENS,
         "budget_sampled_tokens": BUDGET,
     },
     "04_training_loop": {
         "backend": BACKEND,
         "run_name": RUN_NAME,  # every exercise sets a new one
-        # Far fewer steps, rollouts and held-out problems than the defaults in each profile:
-        # `sweep` fits sweeps/default.toml's six runs in a few minutes on a busy two-core
-        # machine (docs/runs.md), `tiny-sweep` the four of `make run`'s. `long-sweep` keeps
-        # the defaults' rollouts and held-out problems and cuts the steps to 40: long enough
-        # for the learning rates of sweeps/stored.toml to differ, whose six runs notebook 06
-        # reads from measurements/stored_sweep.json.
-        "steps": _with(
-            Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),
-            small=3,
-            rehearsal=3,
-            tiny_sweep=4,
-            sweep=12,
-            long_sweep=40,
-        ),
-        "group_size": _with(GROUP_SIZE, small=2, rehearsal=2),
-        "groups_per_step": _with(GROUPS_PER_STEP, small=4, rehearsal=2, tiny_sweep=4, sweep=4),
+        "steps": Parameter(None, STEPS, "optimizer steps", local=90, cloud=7),
+        "group_size": GROUP_SIZE,
+        "groups_per_step": GROUPS_PER_STEP,
         "learning_rate": LEARNING_RATE,
         "temperature": TEMPERATURE,
-        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
-        "seed": _with(SEED, doc="picks each step's problems and the held-out ones"),
-        "eval_problems": _with(
-            EVAL_PROBLEMS,
-            doc="held-out problems notebook 05 scores before and after training",
-            small=10,
-            rehearsal=4,
-            tiny_sweep=30,
-            sweep=50,
+        "max_tokens": MAX_TOKENS,
+        "seed": replace(SEED, doc="picks each step's problems and the held-out ones"),
+        "eval_problems": replace(
+            EVAL_PROBLEMS, doc="held-out problems notebook 05 scores before and after training"
         ),
-        "eval_samples": _with(EVAL_SAMPLES, small=1, rehearsal=1),
+        "eval_samples": EVAL_SAMPLES,
         "completion_window": COMPLETION_WINDOW,
-        "budget_sampled_tokens": _with(BUDGET, doc=BUDGET.doc + ", and mid-run once it has"),
+        "budget_sampled_tokens": replace(BUDGET, doc=BUDGET.doc + ", and mid-run once it has"),
     },
     "05_did_it_learn": {
         "backend": BACKEND,
-        "run_name": _with(RUN_NAME, doc="the notebook 04 run to evaluate (runs/<run_name>/)"),
-        "pass_at_k_problems": _with(
-            Parameter(
-                20,
-                Whole(0, HELD_OUT_PROBLEMS["local"]),
-                "problems of each of two held-out sets scored for pass@k, 16 answers each, "
-                "before and after training (local only; 0 skips pass@k)",
-            ),
-            small=10,
-            rehearsal=10,
+        "run_name": replace(RUN_NAME, doc="the notebook 04 run to evaluate (runs/<run_name>/)"),
+        "pass_at_k_problems": Parameter(
+            20,
+            Whole(0, HELD_OUT_PROBLEMS["local"]),
+            "problems of each of two held-out sets scored for pass@k, 16 answers each, "
+            "before and after training (local only; 0 skips pass@k)",
         ),
         "budget_sampled_tokens": BUDGET,
     },
     "10_reward_hacking": {
-        "backend": _with(BACKEND, doc='"local" only: in the cloud, two more runs would cost money'),
-        "run_name": _with(RUN_NAME, value="loophole", doc="runs/<run_name>/: the two runs' counts"),
-        "loophole_steps": _with(
-            Parameter(
-                60,
-                Whole(0, 10_000),
-                "steps of each of the two runs, one per grader, with notebook 04's default "
-                "settings (0 skips them; 60 take two to four minutes on a two-core laptop)",
-            ),
-            small=3,
-            rehearsal=2,
+        "backend": replace(
+            BACKEND, doc='"local" only: in the cloud, two more runs would cost money'
+        ),
+        "run_name": replace(
+            RUN_NAME, value="loophole", doc="runs/<run_name>/: the two runs' counts"
+        ),
+        "loophole_steps": Parameter(
+            60,
+            Whole(0, 10_000),
+            "steps of each of the two runs, one per grader, with notebook 04's default "
+            "settings (0 skips them; 60 take two to four minutes on a two-core laptop)",
         ),
     },
     "06_compare_runs": {
@@ -271,154 +224,101 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
     "07_faster_loops": {
         "backend": BACKEND,
-        "steps": _with(
-            Parameter(
-                None,
-                PIPELINE_STEPS,
-                "optimizer steps per run (the first fills the pipeline)",
-                12,
-                5,
-            ),
-            small=4,
-            rehearsal=3,
+        "steps": Parameter(
+            None,
+            PIPELINE_STEPS,
+            "optimizer steps per run (the first fills the pipeline)",
+            local=12,
+            cloud=5,
         ),
-        "group_size": _with(GROUP_SIZE, small=4, rehearsal=2),
-        "groups_per_step": _with(GROUPS_PER_STEP, value=4, small=2, rehearsal=2),
+        "group_size": GROUP_SIZE,
+        "groups_per_step": replace(GROUPS_PER_STEP, value=4),
         # 16 problems, each trained on about 3 times in 12 steps: enough repeats for the tiny
         # local model's reward on them to rise within one short run, which the whole
         # training set's 1,074 problems (and the held-out ones) do not show in 12 steps.
-        "train_problems": _with(
-            Parameter(
-                16,
-                training_pool(TRAIN_PROBLEMS),
-                "the fixed problems every run trains on, and is scored on afterwards",
-            ),
-            small=4,
-            rehearsal=2,
+        "train_problems": Parameter(
+            16,
+            training_pool(TRAIN_PROBLEMS),
+            "the fixed problems every run trains on, and is scored on afterwards",
         ),
-        "max_staleness": _with(
-            Parameter(
-                3, fewer_than_steps, "k of the third run: batches in flight, and their age in steps"
-            ),
-            small=2,
-            rehearsal=2,
+        "max_staleness": Parameter(
+            3, fewer_than_steps, "k of the third run: batches in flight, and their age in steps"
         ),
         # 2e-3 locally: at 1e-3 the reward on the 16 problems rose in 12 steps for most seeds
         # but not all; the cloud keeps Kimi's LoRA rate.
-        "learning_rate": _with(LEARNING_RATE, local=2e-3),
+        "learning_rate": replace(LEARNING_RATE, local=2e-3),
         "temperature": TEMPERATURE,
-        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
-        "seed": _with(SEED, doc="picks the fixed problems and each step's share of them"),
-        "flex_steps": _with(
-            Parameter(None, PIPELINE_STEPS, "steps of the extra run in the flex window", 5, 4),
-            small=3,
-            rehearsal=3,
+        "max_tokens": MAX_TOKENS,
+        "seed": replace(SEED, doc="picks the fixed problems and each step's share of them"),
+        "flex_steps": Parameter(
+            None, PIPELINE_STEPS, "steps of the extra run in the flex window", local=5, cloud=4
         ),
-        "eval_samples": _with(
+        "eval_samples": replace(
             EVAL_SAMPLES,
             doc="samples per problem when scoring each model on the fixed problems",
             local=8,
-            cloud=2,
-            small=1,
-            rehearsal=1,
         ),
-        "run_name": _with(RUN_NAME, value="faster-loops"),
+        "run_name": replace(RUN_NAME, value="faster-loops"),
         "balanced_latency_s": Parameter(
-            1.0, SIMULATED_SECONDS, "local only: simulated seconds a balanced rollout takes"
+            1.0, SIMULATED_SECONDS, SIMULATED + "a balanced rollout takes"
         ),
-        "flex_latency_s": _with(
-            Parameter(2.5, SIMULATED_SECONDS, "local only: simulated seconds a flex rollout takes"),
-            small=1.5,
-        ),
-        "train_latency_s": Parameter(
-            1.0, SIMULATED_SECONDS, "local only: simulated seconds a training step takes"
-        ),
+        "flex_latency_s": Parameter(2.5, SIMULATED_SECONDS, SIMULATED + "a flex rollout takes"),
+        "train_latency_s": Parameter(1.0, SIMULATED_SECONDS, SIMULATED + "a training step takes"),
         "budget_sampled_tokens": BUDGET,
     },
     "08_sandboxed_rollouts": {
         "backend": BACKEND,
-        "steps": _with(
-            Parameter(None, STEPS, "optimizer steps", local=10, cloud=3), small=2, rehearsal=3
+        "steps": Parameter(None, STEPS, "optimizer steps", local=10, cloud=3),
+        "group_size": Parameter(
+            8, Whole(2, 16), "rollouts (and sandboxes) per task; GRPO compares them"
         ),
-        "group_size": _with(
-            Parameter(8, Whole(2, 16), "rollouts (and sandboxes) per task; GRPO compares them"),
-            small=2,
-            rehearsal=2,
-        ),
-        "groups_per_step": _with(
-            Parameter(8, Whole(1, 64), "shell tasks per step, a group each"), small=2, rehearsal=2
-        ),
-        "learning_rate": _with(LEARNING_RATE, local=2e-3),
+        "groups_per_step": Parameter(8, Whole(1, 64), "shell tasks per step, a group each"),
+        "learning_rate": replace(LEARNING_RATE, local=2e-3),
         "temperature": TEMPERATURE,
-        "max_tokens": _with(
-            Parameter(
-                None,
-                max_tokens,
-                "tokens a reply may have (Kimi K2.6 thinks before it writes its script)",
-                local=40,
-                cloud=1024,
-            ),
-            rehearsal=24,
+        "max_tokens": replace(
+            MAX_TOKENS,
+            doc="tokens a reply may have (Kimi K2.6 thinks before it writes its script)",
+            local=40,
         ),
-        "seed": _with(SEED, doc="picks the training tasks and the new adapter's initial weights"),
-        "eval_tasks": _with(
-            Parameter(
-                None,
-                Whole(1, 256, none_ok=True),
-                "held-out tasks scored before and after training",
-                local=32,
-                cloud=8,
-            ),
-            small=4,
+        "seed": replace(SEED, doc="picks the training tasks and the new adapter's initial weights"),
+        "eval_tasks": Parameter(
+            None,
+            Whole(1, 256, none_ok=True),
+            "held-out tasks scored before and after training",
+            local=32,
+            cloud=8,
         ),
-        "eval_samples": _with(
-            Parameter(
-                None, Whole(1, 16, none_ok=True), "samples per held-out task", local=4, cloud=2
-            ),
-            small=1,
-            rehearsal=1,
+        "eval_samples": Parameter(
+            None, Whole(1, 16, none_ok=True), "samples per held-out task", local=4, cloud=2
         ),
-        "run_name": _with(
+        "run_name": replace(
             RUN_NAME,
             value="sandboxed-shell",
             doc="runs/<run_name>/ holds the run's metrics and task folders; a rerun starts it "
             "again",
         ),
-        "simulated_boot_seconds": _with(
-            Parameter(
-                0.5, SIMULATED_SECONDS, "local only: stands in for a Sailbox's start-up time"
-            ),
-            small=0.2,
+        "simulated_boot_seconds": Parameter(
+            0.5, SIMULATED_SECONDS, "local only: stands in for a Sailbox's start-up time"
         ),
         "budget_sampled_tokens": BUDGET,
     },
     "09_ship_the_adapter": {
         "backend": BACKEND,
-        "run_name": _with(RUN_NAME, doc="the notebook 04 run to ship"),
-        "short_run_steps": _with(
-            Parameter(None, STEPS, "trained here only if that run does not exist", 12, 7),
-            small=2,
-            rehearsal=1,
+        "run_name": replace(RUN_NAME, doc="the notebook 04 run to ship"),
+        "short_run_steps": Parameter(
+            None, STEPS, "trained here only if that run does not exist", local=12, cloud=7
         ),
-        "parity_problems": _with(
-            Parameter(4, Whole(1, 64), "held-out problems for the parity check"),
-            small=2,
-            rehearsal=2,
-        ),
-        "eval_problems": _with(
+        "parity_problems": Parameter(4, Whole(1, 64), "held-out problems for the parity check"),
+        "eval_problems": replace(
             EVAL_PROBLEMS,
             rule=problems(COMPARED_PROBLEMS, "compared", none_ok=True),
             doc="problems on which base and adapter are compared (locally notebook 04's known "
             "facts, in the cloud its held-out rows)",
             local=COMPARED_PROBLEMS["local"],
-            small=10,
-            rehearsal=2,
         ),
-        "eval_samples": _with(
-            EVAL_SAMPLES, doc="sampled answers per problem, from each", small=1, rehearsal=1
-        ),
-        "max_tokens": _with(MAX_TOKENS, rehearsal=24),
-        "seed": _with(SEED, doc="picks the problems"),
+        "eval_samples": replace(EVAL_SAMPLES, doc="sampled answers per problem, from each"),
+        "max_tokens": MAX_TOKENS,
+        "seed": replace(SEED, doc="picks the problems"),
         "lora_name": Parameter(
             None,
             Matches(
@@ -444,6 +344,82 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     },
 }
 
+# The named size profiles: each notebook's values in it, for the parameters it changes.
+SIZES: dict[str, dict[str, dict[str, object]]] = {
+    # Seconds a notebook, for `make test`'s executed notebooks. Notebook 03 keeps 7 groups of
+    # 2: it needs a group whose rewards differ, which 2 groups missed in all 3 draws about once
+    # in 20 and 7 miss about once in 10^5, and their 14 completions stay below the
+    # inspect_step.MIN_PER_GROUP a side at which its sign check calls a sign measured.
+    "small": {
+        "01_scoring": dict(group_size=3),
+        "02_snapshot_and_serve": dict(group_size=2),
+        "03_one_grpo_step": dict(groups=7, group_size=2),
+        "04_training_loop": dict(
+            steps=3, group_size=2, groups_per_step=4, eval_problems=10, eval_samples=1
+        ),
+        "05_did_it_learn": dict(pass_at_k_problems=10),
+        "10_reward_hacking": dict(loophole_steps=3),
+        "07_faster_loops": dict(
+            steps=4,
+            group_size=4,
+            groups_per_step=2,
+            train_problems=4,
+            max_staleness=2,
+            flex_steps=3,
+            eval_samples=1,
+            flex_latency_s=1.5,
+        ),
+        "08_sandboxed_rollouts": dict(
+            steps=2,
+            group_size=2,
+            groups_per_step=2,
+            eval_tasks=4,
+            eval_samples=1,
+            simulated_boot_seconds=0.2,
+        ),
+        "09_ship_the_adapter": dict(
+            short_run_steps=2, parity_problems=2, eval_problems=10, eval_samples=1
+        ),
+    },
+    # The cloud rehearsal (`scripts/rehearse_cloud.py`): the fewest tokens that still run
+    # every cell of the cloud branch.
+    "rehearsal": {
+        "01_scoring": dict(group_size=2),
+        "02_snapshot_and_serve": dict(group_size=2, max_tokens=24),
+        "03_one_grpo_step": dict(groups=7, group_size=2, max_tokens=24),
+        "04_training_loop": dict(
+            steps=3, group_size=2, groups_per_step=2, max_tokens=24, eval_problems=4, eval_samples=1
+        ),
+        "05_did_it_learn": dict(pass_at_k_problems=10),
+        "10_reward_hacking": dict(loophole_steps=2),
+        "07_faster_loops": dict(
+            steps=3,
+            group_size=2,
+            groups_per_step=2,
+            train_problems=2,
+            max_staleness=2,
+            max_tokens=24,
+            flex_steps=3,
+            eval_samples=1,
+        ),
+        "08_sandboxed_rollouts": dict(
+            steps=3, group_size=2, groups_per_step=2, max_tokens=24, eval_samples=1
+        ),
+        "09_ship_the_adapter": dict(
+            short_run_steps=1, parity_problems=2, eval_problems=2, eval_samples=1, max_tokens=24
+        ),
+    },
+    # Far fewer steps, rollouts and held-out problems than notebook 04's defaults: `sweep`
+    # fits sweeps/default.toml's six runs in a few minutes on a busy two-core machine
+    # (docs/runs.md), `tiny-sweep` the four of `make run`'s. `long-sweep` keeps the defaults'
+    # rollouts and held-out problems and cuts the steps to 40: long enough for the learning
+    # rates of sweeps/stored.toml to differ, whose six runs notebook 06 reads from
+    # measurements/stored_sweep.json.
+    "tiny-sweep": {"04_training_loop": dict(steps=4, groups_per_step=4, eval_problems=30)},
+    "sweep": {"04_training_loop": dict(steps=12, groups_per_step=4, eval_problems=50)},
+    "long-sweep": {"04_training_loop": dict(steps=40)},
+}
+
 
 def backend_defaults(backend: str, notebook: str = LOOP_NOTEBOOK) -> dict[str, object]:
     """What None stands for on `backend`, for each of `notebook`'s parameters that may be None
@@ -460,20 +436,14 @@ SETTINGS = {
     notebook: make_dataclass("Settings", [(name, Any) for name in declared], frozen=True)
     for notebook, declared in NOTEBOOK_PARAMETERS.items()
 }
-PROFILES = sorted(
-    {name for ps in NOTEBOOK_PARAMETERS.values() for p in ps.values() for name in p.profiles}
-)
+PROFILES = sorted(SIZES)
 
 
 def profile(notebook: str, name: str) -> dict[str, object]:
     """The values `notebook`'s parameters take in size profile `name` (those it sets)."""
-    if name not in PROFILES:
+    if name not in SIZES:
         raise CourseConfigError(f"the profiles are {', '.join(PROFILES)}, not {name!r}.")
-    return {
-        parameter: declared.profiles[name]
-        for parameter, declared in NOTEBOOK_PARAMETERS[notebook].items()
-        if name in declared.profiles
-    }
+    return dict(SIZES[name].get(notebook, {}))
 
 
 def resolve(

@@ -98,8 +98,7 @@ class Whole:
             or not isinstance(value, int)
             or not self.low <= value <= self.high
         ):
-            allowed = f"a whole number from {self.low} to {self.high}"
-            _refuse(name, allowed, value, self.why, self.none_ok)
+            _refuse(name, f"a whole number from {self.describe()}", value, self.why, self.none_ok)
 
     def describe(self) -> str:
         return f"{self.low} to {self.high}"
@@ -149,7 +148,7 @@ class OneOf:
             _refuse(name, "one of " + ", ".join(map(repr, self.choices)), value)
 
     def describe(self) -> str:
-        return " or ".join(python_literal(choice) for choice in self.choices)
+        return " or ".join(f'"{c}"' if isinstance(c, str) else repr(c) for c in self.choices)
 
 
 @dataclass(frozen=True)
@@ -178,15 +177,6 @@ def described(text: str) -> Callable[[Rule], Rule]:
         return rule
 
     return give
-
-
-def python_literal(value: object) -> str:
-    """`value` as a parameters cell writes it: double-quoted strings, 1_000_000."""
-    if isinstance(value, str):
-        return '"' + value + '"'
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
-        return f"{value:_}"
-    return repr(value)
 
 
 RUN_NAME = Matches(

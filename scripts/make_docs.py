@@ -21,7 +21,6 @@ import nbformat
 
 from exercises import all_exercises
 from helpers.notebook_parameters import NOTEBOOK_PARAMETERS, Parameter
-from helpers.params import python_literal
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE_LENGTH = 100  # ruff's, for the notebooks too
@@ -103,6 +102,15 @@ def exercises_table() -> str:
             f"| `{exercise.notebook}` | `{exercise.name}` | {exercise.minutes} | {mistakes} |"
         )
     return "\n".join(rows)
+
+
+def python_literal(value: object) -> str:
+    """`value` as a parameters cell writes it: double-quoted strings, 1_000_000."""
+    if isinstance(value, str):
+        return '"' + value + '"'
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
+        return f"{value:_}"
+    return repr(value)
 
 
 def _cell(value: object) -> str:
