@@ -1,13 +1,10 @@
-"""Every notebook parameter, declared once: its value, rule, doc, backend defaults and profiles.
+"""Every notebook parameter, declared once: its value, rule, doc and backend defaults; and
+each notebook's sizes in the named profiles (`SIZES`) that tests, the rehearsal, the sweeps
+and the scripts ask for by name (`resolve(notebook, backend, size)`).
 
-The cell after a notebook's parameters cell is `cfg = helpers.settings(notebook, globals())`:
-every value checked (one sentence for a bad one), each None replaced by the backend's default,
-what the run may spend printed (`budget.spend`), and a frozen `Settings` returned. Scripts,
-sweeps and tests call `resolve(notebook, backend, profile)` and name a size profile (`small`,
-`rehearsal`, `tiny-sweep`, `sweep`, `long-sweep`) instead of copying numbers. `make docs` writes the
-parameters cells and the docs' parameter tables from `NOTEBOOK_PARAMETERS`; a notebook's
-learner-facing parameters come first, cloud-only and budget knobs last. The rules are
-`helpers.params`, a leaf.
+A notebook's check cell is `cfg = helpers.settings(notebook, globals())`; `make docs` writes
+the parameters cells and the docs' tables from `NOTEBOOK_PARAMETERS` (learner-facing
+parameters first, cloud-only and budget knobs last). The rules are `helpers.params`, a leaf.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, make_dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from budget.spend import SPEND
 from helpers.errors import CourseConfigError
@@ -462,8 +459,8 @@ def resolve(
     given |= profile(notebook, size) if size else {}
     given |= {"backend": backend} if "backend" in declared else {}
     given |= values
-    backend = given.get("backend", backend)
-    declared["backend"].rule("backend", backend, None)  # the other rules read it
+    OneOf(BACKENDS)("backend", given.get("backend", backend))  # the other rules read it
+    backend = cast(str, given.get("backend", backend))
     defaults = {name: parameter.default(backend) for name, parameter in declared.items()}
     checking = Checking(backend, given, defaults)
     for name, parameter in declared.items():
@@ -476,7 +473,8 @@ def settings(notebook: str, namespace: Mapping[str, object]) -> Any:
     """The check cell's call: `notebook`'s parameters as the parameters cell (and papermill's
     injected cell) left them in `namespace`, checked and with the backend's defaults filled
     in; prints what the run may spend, and refuses it in the cloud if that passes its budget."""
-    cfg = resolve(notebook, **{name: namespace[name] for name in NOTEBOOK_PARAMETERS[notebook]})
+    given = {name: namespace[name] for name in NOTEBOOK_PARAMETERS[notebook]}
+    cfg = resolve(notebook, **cast(dict[str, Any], given))  # checked by their rules
     if spend := SPEND.get(notebook):
         spend(cfg, asdict(resolve(LOOP_NOTEBOOK, cfg.backend)), _started_with(cfg))
     return cfg

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from helpers.errors import CourseConfigError
 
@@ -41,7 +41,7 @@ MAX_ROLLOUTS_PER_BATCH = 4096
 HELD_OUT_METRICS = ("reward", "correct", "format", "correct_given_format")
 
 
-def check_backend(backend: str) -> str:
+def check_backend(backend: object) -> str:
     """Fail fast, before any remote call, if `backend` or its logins are unusable. In the
     cloud, returns which logins the SDKs will use (never the secrets), e.g. "Tinker:
     TINKER_API_KEY (a JWT); Sail: the login stored by `sail auth login`"."""
@@ -67,6 +67,10 @@ class Checking:
         """Parameter `name`, with None replaced by the backend's default for it."""
         value = self.values[name]
         return self.defaults[name] if value is None else value
+
+    def whole(self, name: str) -> int:
+        """Parameter `name`, which its rule (checked before this one's) passed as a whole number."""
+        return cast(int, self.value(name))
 
 
 def _refuse(
@@ -246,7 +250,7 @@ def problems(
 def fewer_than_steps(name: str, value: object, checking: Checking) -> None:
     """Notebook 07's staleness: k = 1 is its second run already; the third shows what more
     batches in flight do, and a run of `steps` steps has at most steps - 1 in flight."""
-    Whole(2, checking.value("steps") - 1, why="at most steps - 1")(name, value)
+    Whole(2, checking.whole("steps") - 1, why="at most steps - 1")(name, value)
 
 
 def training_pool(counts: dict[str, int]) -> Rule:
@@ -256,8 +260,8 @@ def training_pool(counts: dict[str, int]) -> Rule:
 
     def rule(name: str, value: object, checking: Checking) -> None:
         loaded(name, value, checking)
-        step = checking.value("groups_per_step")
-        if value < step:  # type: ignore[operator]
+        step = checking.whole("groups_per_step")
+        if cast(int, value) < step:  # `loaded` passed it as a whole number
             _refuse(name, "at least groups_per_step", value, f"each step draws {step} of them")
 
     loaded_range = loaded.describe()  # type: ignore[attr-defined]
@@ -284,7 +288,7 @@ def check_rollouts_in_flight(checking: Checking) -> None:
     """Each pair of `BATCHES` the notebook has multiplies to at most MAX_ROLLOUTS_PER_BATCH."""
     for names in BATCHES:
         if set(names) <= set(checking.values):
-            first, second = (checking.value(name) for name in names)
+            first, second = (checking.whole(name) for name in names)
             if first * second > MAX_ROLLOUTS_PER_BATCH:
                 raise CourseConfigError(
                     f"{names[0]} x {names[1]} must be at most {MAX_ROLLOUTS_PER_BATCH} "
