@@ -9,7 +9,6 @@
                           what the taught loops draw, store, show and measure
     errors                one-sentence errors for bad settings, runs that cannot go on and
                           runs over their budget (`budget.cost`, a package of its own)
-    orca_answers          orca-math-style answers for notebook 01's `final_answer`
 
 Only `helpers.backend` imports the local stack (`local_stack.client`), inside the calls that
 need it. `import helpers` is cheap (the SDKs load on first use), so a notebook's check cell
