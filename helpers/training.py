@@ -3,8 +3,8 @@
 # the `# @save` cells there, then run `make helpers` again.
 """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Also the held-out evaluation that notebook 05 runs on the base and the trained weights, and
-its pass@k curves.
+Also the counter that stops a run whose rollouts all failed, the held-out evaluation that
+notebook 05 runs on the base and the trained weights, and its pass@k curves.
 """
 
 import asyncio
@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np  # noqa: F401 (notebook 05's evaluation uses it)
-import tinker  # noqa: F401 (run_step's solution sends tinker.Datum)
+import tinker
 import torch
+from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.exceptions import AllTrajectoriesFailedError
 from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
 from tinker_cookbook.rl.metrics import compute_kl_sample_train
@@ -25,7 +26,7 @@ from tinker_cookbook.rl.train import train_step
 from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
 
 from budget.cost import sampled_tokens  # noqa: F401 (run_step's solution uses it)
-from helpers.rollout_failures import CountingPolicy
+from helpers.errors import CourseRunError
 from helpers.runlog import run_id
 from helpers.scoring import MathGroupBuilder, final_answer  # noqa: F401 (05 uses final_answer)
 from helpers.serving import ROLLOUT_TIMEOUT_S, SnapshotCompleter, sail_policy
@@ -236,6 +237,51 @@ async def run_step(
         **training_metrics,
     }
     return record, groups
+
+
+MAX_QUOTED_CHARS = 300  # of the first failure's message, on one line
+
+
+class AllRolloutsFailedError(CourseRunError):
+    """Not one rollout of a batch got an answer from the policy."""
+
+
+class CountingPolicy(TokenCompleter):
+    """Calls `policy` unchanged, counting answers and failures (a timeout is a failure)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.answered = 0
+        self.failed = 0
+        self.first_failure: BaseException | None = None
+
+    async def __call__(
+        self, model_input: tinker.ModelInput, stop: StopCondition, *, max_tokens: int | None = None
+    ) -> TokensWithLogprobs:
+        # As the cookbook's rollouts do: `max_tokens` only when a budget applies, so a policy
+        # whose __call__ takes no such keyword still works.
+        extra = {} if max_tokens is None else {"max_tokens": max_tokens}
+        try:
+            answer = await self.policy(model_input, stop, **extra)
+        except BaseException as failure:  # re-raised: counted, never swallowed
+            self.failed += 1
+            self.first_failure = self.first_failure or failure
+            raise
+        self.answered += 1
+        return answer
+
+    def raise_if_all_failed(self) -> None:
+        if self.answered or not self.failed:
+            return
+        failure = self.first_failure
+        if isinstance(failure, asyncio.CancelledError):
+            first = "it timed out"
+        else:
+            said = " ".join(str(failure).split())[:MAX_QUOTED_CHARS].rstrip(".")
+            first = f"the first was {type(failure).__name__}: {said}"
+        raise AllRolloutsFailedError(
+            f"All {self.failed} rollouts failed, so there is nothing to train on or score; {first}."
+        )
 
 
 async def train_on_groups(

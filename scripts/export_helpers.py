@@ -66,8 +66,8 @@ when the sign of a mean change among them counts as measured.
         "training.py",
         """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
-Also the held-out evaluation that notebook 05 runs on the base and the trained weights, and
-its pass@k curves.
+Also the counter that stops a run whose rollouts all failed, the held-out evaluation that
+notebook 05 runs on the base and the trained weights, and its pass@k curves.
 """,
         also=("05_did_it_learn.ipynb",),
     ),

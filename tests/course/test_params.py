@@ -21,7 +21,7 @@ import pytest
 
 from helpers import notebook_parameters, params
 from helpers.errors import CourseConfigError
-from helpers.rollout_failures import AllRolloutsFailedError, CountingPolicy
+from helpers.training import AllRolloutsFailedError, CountingPolicy
 from tests.params_support import NAN, NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,8 @@
 """A `# @save` piece edited in notebook 04 is the piece its loop runs, with no `make helpers`:
-every piece is defined above the loop, and the `run_step` the check hands the loop (here the
-course's, since the stub is left unwritten) calls the pieces as the notebook defines them.
+every piece the step calls is defined above the loop, and the `run_step` the check hands the
+loop (here the course's, since the stub is left unwritten) calls the pieces as the notebook
+defines them. (`CountingPolicy`, which `rollout_groups` uses, is defined after the loop and
+imported from `helpers/training.py`: an edit of it needs `make helpers`.)
 
 The edit: `split_degenerate_groups` calls every group degenerate. `helpers/training.py` keeps
 the course's version, under which a step of 8 groups of 4 trains unless all 8 groups happen
