@@ -32,6 +32,8 @@ SCORES = (
     ("format", "format"),
     ("correct_given_format", "correct, of\nwell-formed"),
 )
+# Behind each bar's label, so that it stays readable where an interval's line crosses it.
+LABEL_BOX = {"facecolor": "white", "alpha": 0.8, "pad": 1, "edgecolor": "none"}
 
 
 def moving_average(values: list[float], window: int = SMOOTHING_STEPS) -> list[float]:
@@ -77,15 +79,11 @@ def _draw_training_panels(axes: list[Axes], records: list[dict]) -> None:
 
 def _draw_importance_weights(ax: Axes, records: list[dict]) -> None:
     """How far each step's importance weights strayed from 1, on a log scale."""
+    weight = "optim/importance_weight_"  # each step's record holds its _max and _min
     deviations = [
-        {
-            "step": r["step"],
-            "deviation": max(
-                r["optim/importance_weight_max"] - 1, 1 - r["optim/importance_weight_min"]
-            ),
-        }
+        {"step": r["step"], "deviation": max(r[weight + "max"] - 1, 1 - r[weight + "min"])}
         for r in records
-        if r.get("optim/importance_weight_max") is not None
+        if r.get(weight + "max") is not None
     ]
     _draw_series(ax, deviations, "deviation", "largest |weight - 1|", "tab:purple")
     if ax.lines and max(d["deviation"] for d in deviations) > 0:
@@ -103,17 +101,9 @@ def _draw_held_out(ax: Axes, name: str, comparison: dict, samples: int) -> None:
     for offset, when in ((-width / 2, "before"), (width / 2, "after")):
         values = np.array([comparison[key][when] for key, _ in SCORES])
         low, high = np.array([comparison[key][f"{when}_interval"] for key, _ in SCORES]).T
-        bars = ax.bar(
-            xs + offset,
-            values,
-            width,
-            yerr=[values - low, high - values],
-            capsize=3,
-            label=f"{when} training",
-        )
-        labels = ax.bar_label(bars, fmt="%.2f", fontsize=8, label_type="center")
-        for label in labels:  # readable where an interval's line crosses it
-            label.set_bbox({"facecolor": "white", "alpha": 0.8, "pad": 1, "edgecolor": "none"})
+        errors = [values - low, high - values]
+        bars = ax.bar(xs + offset, values, width, yerr=errors, capsize=3, label=f"{when} training")
+        ax.bar_label(bars, fmt="%.2f", fontsize=8, label_type="center", bbox=LABEL_BOX)
     ax.set_xticks(xs, [label for _, label in SCORES])
     ax.set_ylim(min(0.0, *(comparison[k]["before_interval"][0] for k, _ in SCORES)) - 0.05, 1.1)
     ax.axhline(0, color="black", linewidth=0.6)
