@@ -21,6 +21,5 @@ def load_measurement(name: str, missing_ok: bool = False) -> dict[str, Any] | No
 
 def provenance(measurement: dict[str, Any]) -> str:
     """Where a measurement came from, as a clause: command, date and commit."""
-    return (
-        f"`{measurement['command']}` on {measurement['date']} (commit {measurement['commit'][:10]})"
-    )
+    commit = measurement["commit"][:10]
+    return f"`{measurement['command']}` on {measurement['date']} (commit {commit})"

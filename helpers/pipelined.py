@@ -3,7 +3,8 @@
 """The training loop with sampling overlapped: batches sampled up to k steps ahead.
 
 `run_loop` is notebook 04's loop when k = 0; with k > 0, Sail samples up to k batches while
-Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` uses both.
+Tinker trains. A `Timeline` records when each part ran, and `timeline_figure` draws it;
+`bench/pipelining.py` uses the loop and the timeline.
 """
 
 import asyncio
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+import matplotlib.pyplot as plt
 import torch
 from tinker_cookbook.rl.metrics import compute_kl_sample_train
 from tinker_cookbook.rl.types import TrajectoryGroup
@@ -77,6 +79,42 @@ def predicted_seconds_per_step(max_staleness: int, sample_s: float, tinker_s: fl
     if max_staleness == 0:
         return sample_s + tinker_s
     return max(sample_s / max_staleness, tinker_s)
+
+
+# Colours of a timeline's bars, by what ran.
+SPAN_COLOURS = {"snapshot": "tab:gray", "train": "tab:orange", "sample": "tab:blue"}
+
+
+def timeline_figure(runs: dict[str, tuple[list[tuple[str, int, float, float]], int]]) -> plt.Figure:
+    """One panel per run: when Tinker snapshotted and trained (top row) and when each batch
+    was being sampled on Sail (one row per lane: batch `step` in lane `step % lanes`).
+
+    `runs` maps a run's name to its spans (a `Timeline`'s) and its number of sampling lanes.
+    """
+    heights = [1 + lanes for _, lanes in runs.values()]
+    fig, axes = plt.subplots(
+        len(runs), 1, figsize=(11, 0.8 + 0.45 * sum(heights)), height_ratios=heights
+    )
+    axes = [axes] if len(runs) == 1 else list(axes)
+    end = max(span[3] for spans, _ in runs.values() for span in spans)
+    for ax, (name, (spans, lanes)) in zip(axes, runs.items(), strict=True):
+        for what, step, start, stop in spans:
+            row = 0 if what != "sample" else 1 + step % lanes
+            ax.barh(row, stop - start, left=start, height=0.7, color=SPAN_COLOURS[what])
+            if what != "snapshot":
+                ax.text((start + stop) / 2, row, str(step), ha="center", va="center", fontsize=8)
+        rows = ["Tinker"] + [f"Sail lane {lane + 1}" for lane in range(lanes)]
+        ax.set_yticks(range(len(rows)), rows)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_xlim(0, end * 1.01)
+        ax.set_title(name, loc="left", fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1].set_xlabel("seconds since the run started (bar labels: the step a batch is for)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in SPAN_COLOURS.values()]
+    fig.legend(handles, ["snapshot", "train", "sample"], loc="upper right", ncol=3, fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    plt.close(fig)
+    return fig
 
 
 @dataclass

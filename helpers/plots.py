@@ -1,5 +1,5 @@
-"""Figures for the training loops: curves that grow as steps finish, a summary, and a
-timeline of when sampling and training ran.
+"""Figures that several notebooks draw: training curves that grow as steps finish, and a
+summary of a run with its held-out scores. A lesson's own figure is in its `# @save` cells.
 
 Per-step numbers are noisy (each step sees other problems), so every curve is drawn twice:
 the raw value of each step as a faint dot, and its moving average as a line.
@@ -32,6 +32,8 @@ SCORES = (
     ("format", "format"),
     ("correct_given_format", "correct, of\nwell-formed"),
 )
+# Behind each bar's label, so that it stays readable where an interval's line crosses it.
+LABEL_BOX = {"facecolor": "white", "alpha": 0.8, "pad": 1, "edgecolor": "none"}
 
 
 def moving_average(values: list[float], window: int = SMOOTHING_STEPS) -> list[float]:
@@ -77,15 +79,11 @@ def _draw_training_panels(axes: list[Axes], records: list[dict]) -> None:
 
 def _draw_importance_weights(ax: Axes, records: list[dict]) -> None:
     """How far each step's importance weights strayed from 1, on a log scale."""
+    weight = "optim/importance_weight_"  # each step's record holds its _max and _min
     deviations = [
-        {
-            "step": r["step"],
-            "deviation": max(
-                r["optim/importance_weight_max"] - 1, 1 - r["optim/importance_weight_min"]
-            ),
-        }
+        {"step": r["step"], "deviation": max(r[weight + "max"] - 1, 1 - r[weight + "min"])}
         for r in records
-        if r.get("optim/importance_weight_max") is not None
+        if r.get(weight + "max") is not None
     ]
     _draw_series(ax, deviations, "deviation", "largest |weight - 1|", "tab:purple")
     if ax.lines and max(d["deviation"] for d in deviations) > 0:
@@ -103,17 +101,9 @@ def _draw_held_out(ax: Axes, name: str, comparison: dict, samples: int) -> None:
     for offset, when in ((-width / 2, "before"), (width / 2, "after")):
         values = np.array([comparison[key][when] for key, _ in SCORES])
         low, high = np.array([comparison[key][f"{when}_interval"] for key, _ in SCORES]).T
-        bars = ax.bar(
-            xs + offset,
-            values,
-            width,
-            yerr=[values - low, high - values],
-            capsize=3,
-            label=f"{when} training",
-        )
-        labels = ax.bar_label(bars, fmt="%.2f", fontsize=8, label_type="center")
-        for label in labels:  # readable where an interval's line crosses it
-            label.set_bbox({"facecolor": "white", "alpha": 0.8, "pad": 1, "edgecolor": "none"})
+        errors = [values - low, high - values]
+        bars = ax.bar(xs + offset, values, width, yerr=errors, capsize=3, label=f"{when} training")
+        ax.bar_label(bars, fmt="%.2f", fontsize=8, label_type="center", bbox=LABEL_BOX)
     ax.set_xticks(xs, [label for _, label in SCORES])
     ax.set_ylim(min(0.0, *(comparison[k]["before_interval"][0] for k, _ in SCORES)) - 0.05, 1.1)
     ax.axhline(0, color="black", linewidth=0.6)
@@ -143,66 +133,5 @@ def summary_figure(
         _draw_held_out(ax, name, comparison, samples[name])
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return fig
-
-
-def pass_at_k_figure(curves: dict[str, dict[str, dict]]) -> Figure:
-    """pass@k against k, one panel per held-out set, base and trained weights each with its
-    95% interval as a band. `curves[set][when]` is `helpers.training.pass_at_k_curve`'s result."""
-    fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves), 3.8), squeeze=False)
-    for ax, (name, by_when) in zip(axes[0], curves.items(), strict=True):
-        for when, curve in by_when.items():
-            (line,) = ax.plot(curve["k"], curve["value"], marker="o", markersize=3, label=when)
-            ax.fill_between(
-                curve["k"], curve["low"], curve["high"], alpha=0.2, color=line.get_color()
-            )
-        ax.set_xscale("log", base=2)
-        ticks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= curve["k"][-1]]
-        ax.set_xticks(ticks, [str(k) for k in ticks])
-        ax.set_ylim(0, 1.02)
-        ax.set_xlabel("k (answers sampled per problem)")
-        ax.set_ylabel("pass@k")
-        ax.set_title(f"Held-out, {name}", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
-
-
-# Colours of a timeline's bars, by what ran.
-SPAN_COLOURS = {"snapshot": "tab:gray", "train": "tab:orange", "sample": "tab:blue"}
-
-
-def timeline_figure(runs: dict[str, tuple[list[tuple[str, int, float, float]], int]]) -> Figure:
-    """One panel per run: when Tinker snapshotted and trained (top row) and when each batch
-    was being sampled on Sail (one row per lane: batch `step` in lane `step % lanes`).
-
-    `runs` maps a run's name to its spans, `(what, step, start, end)` in seconds since the
-    run began, and its number of sampling lanes.
-    """
-    heights = [1 + lanes for _, lanes in runs.values()]
-    fig, axes = plt.subplots(
-        len(runs), 1, figsize=(11, 0.8 + 0.45 * sum(heights)), height_ratios=heights
-    )
-    axes = [axes] if len(runs) == 1 else list(axes)
-    end = max(span[3] for spans, _ in runs.values() for span in spans)
-    for ax, (name, (spans, lanes)) in zip(axes, runs.items(), strict=True):
-        for what, step, start, stop in spans:
-            row = 0 if what != "sample" else 1 + step % lanes
-            ax.barh(row, stop - start, left=start, height=0.7, color=SPAN_COLOURS[what])
-            if what != "snapshot":
-                ax.text((start + stop) / 2, row, str(step), ha="center", va="center", fontsize=8)
-        rows = ["Tinker"] + [f"Sail lane {lane + 1}" for lane in range(lanes)]
-        ax.set_yticks(range(len(rows)), rows)
-        ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlim(0, end * 1.01)
-        ax.set_title(name, loc="left", fontsize=10)
-        ax.grid(axis="x", alpha=0.3)
-    axes[-1].set_xlabel("seconds since the run started (bar labels: the step a batch is for)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in SPAN_COLOURS.values()]
-    fig.legend(handles, ["snapshot", "train", "sample"], loc="upper right", ncol=3, fontsize=8)
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
     plt.close(fig)
     return fig

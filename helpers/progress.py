@@ -1,9 +1,7 @@
 """Progress that suits where the notebook runs: a tqdm bar in JupyterLab (which sets
 `JPY_SESSION_NAME`), a plain line per step elsewhere (papermill would store a frozen widget).
-
-A long step line is broken between its " | " fields, since JupyterLab breaks a too-wide line
-anywhere. A loop's progress remembers the cell that last used it, so that when the cell is
-interrupted `helpers.errors` can close the bar and say how far the loop got.
+A loop's progress remembers the cell that last used it, so that when the cell is interrupted
+`helpers.errors` can close the bar and say how far the loop got.
 """
 
 from __future__ import annotations
@@ -24,10 +22,8 @@ def is_interactive() -> bool:
 
 def _current_cell() -> int | None:
     """The running cell's execution count in an IPython kernel; None elsewhere."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
+    from IPython import get_ipython  # installed with ipykernel (requirements.txt)
+
     shell = get_ipython()
     return None if shell is None else shell.execution_count
 
@@ -85,8 +81,8 @@ class StepProgress:
 
 
 def fit_fields(line: str, width: int = LINE_CHARS) -> list[str]:
-    """`line` as lines of at most `width` characters, broken only between its " | " fields
-    (the lines after the first indented); a field wider than that keeps a line of its own."""
+    """`line` in lines of at most `width` characters (JupyterLab breaks a wider one anywhere),
+    broken only between its " | " fields, the later lines indented; a wider field stands alone."""
     fields = line.split(FIELD_SEPARATOR)
     lines = [fields[0]]
     for field in fields[1:]:
@@ -99,12 +95,8 @@ def fit_fields(line: str, width: int = LINE_CHARS) -> list[str]:
 
 
 def stop_loop_of_this_cell() -> str | None:
-    """Close the unfinished loop of the running cell, if any, and say how far it got.
-
-    A loop whose cell closed its bar in a `finally` counts too, as it did not finish; a
-    loop that did, or one left over by an earlier cell, is not stopped by this cell's
-    error, so None is returned.
-    """
+    """Close the running cell's unfinished loop (one that closed its bar in a `finally` too)
+    and say how far it got; None if the loop finished or an earlier cell left it over."""
     if _latest is None or _latest[1] != _current_cell() or _latest[0].done >= _latest[0].total:
         return None
     progress = _latest[0]

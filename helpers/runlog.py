@@ -1,10 +1,8 @@
-"""A training run's folder: per-step metrics on disk, and what a restart needs to resume.
-
-`runs/<run_name>/metrics.jsonl` gets a line per completed step; `state.json` holds the run's
-settings, its id, the last completed step, the Tinker checkpoint after it and the held-out
-scores. Re-running with the same `run_name` and settings continues after that step, losing or
-repeating none. The run id (made at the start, kept on resume) goes into Sail's
-`tinker_lora_name`, which `{run_name}-step-{k}` alone would repeat across attendees and reruns.
+"""A training run's folder, `runs/<run_name>/`: `metrics.jsonl`, a line per completed step, and
+`state.json`: the run's settings, its id, the last completed step, the Tinker checkpoint after
+it and the held-out scores. Re-running with the same `run_name` and settings continues after
+that step, losing or repeating none. The run id (made at the start, kept on resume) goes into
+Sail's `tinker_lora_name`: `{run_name}-step-{k}` alone would repeat across attendees and reruns.
 """
 
 from __future__ import annotations
@@ -57,11 +55,9 @@ class RunLog:
         """Check `settings` against the run's, drop uncommitted metric lines, return the state.
 
         A new run records `settings` and a new run id; a resumed run keeps its id (`run_id`
-        returns it from now on). An existing run resumes only with the settings it
-        was started with (a resumed run that trained on other settings would be two runs
-        in one); anything else is a CourseConfigError naming what differs. A run killed
-        between writing a step's metrics and committing its checkpoint redoes that step,
-        so its stale line goes.
+        returns it from now on) and must have the settings it started with (else it would be
+        two runs in one): anything else is a CourseConfigError naming what differs. A run
+        killed between a step's metrics and its checkpoint redoes that step: its line goes.
         """
         state = self.state()
         if "settings" not in state:
@@ -95,10 +91,9 @@ class RunLog:
 
 def _settings_differ(run_name: str, recorded: dict, asked: dict) -> str:
     """One sentence: which settings differ, and the two ways forward."""
-    names = sorted(set(recorded) | set(asked))
     differences = " and ".join(
         f"{name}={recorded.get(name)!r}, not {asked.get(name)!r}"
-        for name in names
+        for name in sorted(recorded.keys() | asked.keys())
         if recorded.get(name) != asked.get(name)
     )
     return (

@@ -4,7 +4,7 @@
 """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
 Also the counter that stops a run whose rollouts all failed, the held-out evaluation that
-notebook 05 runs on the base and the trained weights, and its pass@k curves.
+notebook 05 runs on the base and the trained weights, and its pass@k curves and their figure.
 """
 
 import asyncio
@@ -471,3 +471,29 @@ def pass_at_k_curve(
         "low": np.percentile(resampled_RK, 2.5, axis=0),
         "high": np.percentile(resampled_RK, 97.5, axis=0),
     }
+
+
+def pass_at_k_figure(curves: dict[str, dict[str, dict]]) -> Any:
+    """pass@k against k, one panel per held-out set, base and trained weights each with its
+    95% interval as a band. `curves[set][when]` is what `pass_at_k_curve` returned."""
+    import matplotlib.pyplot as plt  # only here: the rest of this module draws nothing
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves), 3.8), squeeze=False)
+    for ax, (name, by_when) in zip(axes[0], curves.items(), strict=True):
+        for when, curve in by_when.items():
+            (line,) = ax.plot(curve["k"], curve["value"], marker="o", markersize=3, label=when)
+            ax.fill_between(
+                curve["k"], curve["low"], curve["high"], alpha=0.2, color=line.get_color()
+            )
+        ax.set_xscale("log", base=2)
+        ticks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= curve["k"][-1]]
+        ax.set_xticks(ticks, [str(k) for k in ticks])
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("k (answers sampled per problem)")
+        ax.set_ylabel("pass@k")
+        ax.set_title(f"Held-out, {name}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

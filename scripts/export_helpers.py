@@ -67,7 +67,7 @@ when the sign of a mean change among them counts as measured.
         """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
 Also the counter that stops a run whose rollouts all failed, the held-out evaluation that
-notebook 05 runs on the base and the trained weights, and its pass@k curves.
+notebook 05 runs on the base and the trained weights, and its pass@k curves and their figure.
 """,
         also=("05_did_it_learn.ipynb",),
     ),
@@ -77,7 +77,8 @@ notebook 05 runs on the base and the trained weights, and its pass@k curves.
         """The training loop with sampling overlapped: batches sampled up to k steps ahead.
 
 `run_loop` is notebook 04's loop when k = 0; with k > 0, Sail samples up to k batches while
-Tinker trains. A `Timeline` records when each part ran; `bench/pipelining.py` uses both.
+Tinker trains. A `Timeline` records when each part ran, and `timeline_figure` draws it;
+`bench/pipelining.py` uses the loop and the timeline.
 """,
     ),
     TaughtModule(
