@@ -14,7 +14,7 @@ import json
 import logging
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,37 +60,28 @@ class Course:
     held_out_seen_rows: list[dict] = field(repr=False)
 
     def simulate_latency(self, **knobs: float) -> None:
-        """Local backend only: make the local stack wait as the cloud would. `latency` is how
-        long a Sail response reports `in_progress`; `train_latency` the least a Tinker training
-        step takes (`local_stack.control.knobs`). They apply to this kernel's requests only,
-        until `simulated_latency` ends or the kernel exits. The real services have no such
-        setting."""
+        """Local backend only: make the local stack wait as the cloud would, for this kernel's
+        requests (`local_stack.client.control_client.simulate_latency` says how)."""
         if self.backend != "local":
             raise CourseConfigError(
                 "simulated latencies exist only on the local stack; with backend='cloud' "
                 "the waits are the services' own."
             )
-        from local_stack.client.control_client import set_knobs
+        from local_stack.client.control_client import simulate_latency
 
-        try:
-            set_knobs(_local_stack_url(), **knobs)
-        except ValueError as error:  # the stack names the knob and its range
-            raise CourseConfigError(str(error)) from None
+        simulate_latency(CourseConfigError, **knobs)
 
     @contextmanager
     def simulated_latency(self, **knobs: float) -> Iterator[None]:
-        """`simulate_latency(**knobs)` for the `with` block, then the stack's own settings
-        again, however the block ends. In the cloud it changes nothing: the waits are real."""
+        """`simulate_latency(**knobs)` for the `with` block, however it ends. In the cloud it
+        changes nothing: the waits are real."""
         if self.backend != "local":
             yield
             return
-        from local_stack.client.control_client import reset_knobs
+        from local_stack.client.control_client import simulated_latency
 
-        try:
-            self.simulate_latency(**knobs)
+        with simulated_latency(CourseConfigError, **knobs):
             yield
-        finally:
-            reset_knobs(_local_stack_url())
 
     def __repr__(self) -> str:
         return (
@@ -99,24 +90,22 @@ class Course:
         )
 
 
-def _local_stack_url() -> str:
-    from local_stack.client.supervisor import start_local_stack
-
-    return start_local_stack().url  # connect() started it: this finds it
-
-
 def connect(backend: str = "local") -> Course:
     """Check `backend`, then return the clients, tokenizer, renderer and data for it."""
     install_short_errors()
-    stop_watching()  # the stack may be restarted or stopped below, on purpose
-    if backend == "cloud":
-        _leave_local()  # restores your shell's keys if this kernel used the local stack
+    if backend == "cloud" and (attach := sys.modules.get("local_stack.client.attach")):
+        attach.leave_local_stack()  # this kernel joined the local stack: restore your keys
     logins = check_backend(backend)
     quiet_tinker_deprecation_logs()
     show_tables_whole()
     if backend == "cloud":
         print(f"cloud logins found: {logins}")  # where each key comes from, never the key
-    splits = _start_local() if backend == "local" else _cloud_rows()
+    if backend == "local":  # imported here so that the cloud path never loads the stack
+        from local_stack.client.attach import join_local_stack
+
+        splits = join_local_stack()
+    else:
+        splits = _cloud_rows()
     tokenizer = get_tokenizer(MODEL_NAME)
     return Course(
         backend=backend,
@@ -156,59 +145,22 @@ def show_tables_whole() -> None:
     pd.set_option("display.html.use_mathjax", False)
 
 
-def tiny_base_model() -> tuple[Any, Any]:
-    """The local stack's tiny base model (a fresh fp32 copy) and its vocabulary.
+def _tiny_model_call(name: str) -> Callable[..., Any]:
+    """`local_stack.client.tiny_model.<name>`, imported when first called."""
 
-    Its weights ship with the course, so a notebook can open it on either backend, e.g. to
-    count LoRA parameters or load a downloaded adapter with `peft`. It is the local stack's
-    model, not Kimi K2.6; this reads its files and starts no server.
-    """
-    from local_stack.client import tiny_model
+    def call(*args: Any) -> Any:
+        from local_stack.client import tiny_model
 
-    return tiny_model.tiny_base_model()
+        return getattr(tiny_model, name)(*args)
 
-
-def local_base_model_dir(directory: Path) -> Path:
-    """The tiny local model saved as a Hugging Face model directory (config.json + weights)."""
-    from local_stack.client import tiny_model
-
-    return tiny_model.save_base_model_dir(directory)
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
-def tiny_lora_config(rank: int) -> Any:
-    """The `peft.LoraConfig` the local stack trains `tiny_base_model()` with, at `rank`."""
-    from local_stack.client import tiny_model
-
-    return tiny_model.tiny_lora_config(rank)
-
-
-def _start_local() -> dict[str, list[dict]]:
-    # Imported here so the cloud path never loads the local stack.
-    from kimi import register_offline_kimi_tokenizer
-    from local_stack.client.dataset import arithmetic_dataset
-    from local_stack.client.supervisor import start_local_stack
-    from local_stack.client.watch import watch_local_stack
-
-    register_offline_kimi_tokenizer()
-    stack = start_local_stack()
-    watch_local_stack(stack.pid, stack.log_path, stack.url)
-    return {name: split.to_list() for name, split in arithmetic_dataset().items()}
-
-
-def _leave_local() -> None:
-    """Switching a kernel from local to cloud: restore the SDK variables (the keys and base
-    URLs from your shell) that the local stack had replaced. The stack keeps serving any
-    other kernel; a kernel that never loaded the stack has nothing to restore."""
-    if (supervisor := sys.modules.get("local_stack.client.supervisor")) is not None:
-        supervisor.detach_local_stack()
-
-
-def stop_watching() -> None:
-    """Stop watching the local stack, which is about to be stopped or restarted on purpose
-    (a kernel that never loaded the stack watches nothing)."""
-    if (kernel_watch := sys.modules.get("local_stack.client.watch")) is not None:
-        kernel_watch.stop_watching()
-        kernel_watch.forget_interrupt_reason()  # one whose interruption never reached a cell
+# The local stack's tiny model, read from the files that ship with the course: either backend.
+tiny_base_model = _tiny_model_call("tiny_base_model")  # (): a fresh fp32 copy, its vocabulary
+tiny_lora_config = _tiny_model_call("tiny_lora_config")  # (rank): the peft.LoraConfig it trains
+local_base_model_dir = _tiny_model_call("local_base_model_dir")  # (directory): saved there
 
 
 def _cloud_rows() -> dict[str, list[dict]]:

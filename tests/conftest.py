@@ -73,8 +73,8 @@ def no_watch_outlives_its_test() -> Iterator[None]:
     process, as it stops a script, once the stack is dead or stuck; it must not outlive the
     test and stop a later one, when that test stops or freezes a stack on purpose."""
     yield
-    if (backend := sys.modules.get("helpers.backend")) is not None:
-        backend.stop_watching()
+    if (attach := sys.modules.get("local_stack.client.attach")) is not None:
+        attach.stop_watching()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 the server process. The course imports the stack only from here.
 
     supervisor      find, start and stop the server process (one per storage dir)
+    attach          a kernel joining the stack (`helpers.connect("local")`) and leaving it
     watch           stop the running cell when the server dies or stops answering
     control_client  set this kernel's latencies and faults, read the stack's counters
     tiny_model      the tiny model's shipped files, read in the kernel with no server, and

@@ -6,8 +6,11 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from local_stack.client.supervisor import start_local_stack
 from local_stack.config import SAIL_API_KEY, SAIL_KEY_PREFIX
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -26,6 +29,30 @@ def get_knobs(url: str) -> dict[str, Any]:
 def reset_knobs(url: str) -> dict[str, Any]:
     """This process's requests get the stack's start-up settings again; returns them."""
     return _call(url, "/local/config", method="DELETE")
+
+
+def simulate_latency(refused: type[Exception] = ValueError, **knobs: float) -> None:
+    """Make the local stack wait as the cloud would: `latency` is how long a Sail response
+    reports `in_progress`, `train_latency` the least a Tinker training step takes
+    (`local_stack.control.knobs`). They apply to this process's requests only, until
+    `simulated_latency` ends or the process exits; the real services have no such setting.
+    A value the stack refuses changes nothing and raises `refused` with the stack's sentence,
+    which names the knob and its range."""
+    try:
+        set_knobs(start_local_stack().url, **knobs)  # `connect` started it: this finds it
+    except ValueError as error:
+        raise refused(str(error)) from None
+
+
+@contextmanager
+def simulated_latency(refused: type[Exception] = ValueError, **knobs: float) -> Iterator[None]:
+    """`simulate_latency` for the `with` block, then the stack's own settings again, however
+    the block ends."""
+    try:
+        simulate_latency(refused, **knobs)
+        yield
+    finally:
+        reset_knobs(start_local_stack().url)
 
 
 def get_stats(url: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def tiny_lora_config(rank: int) -> peft.LoraConfig:
     return model.adapter_config_for(rank)
 
 
-def save_base_model_dir(directory: Path) -> Path:
+def local_base_model_dir(directory: Path) -> Path:
     """The tiny base model saved as a Hugging Face model directory (config.json + weights)."""
     from safetensors.torch import save_file
 

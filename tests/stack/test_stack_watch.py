@@ -111,10 +111,11 @@ def test_dead_stack_during_a_loop_keeps_its_sentence_and_closes_the_bar(kernel, 
 
 
 def test_connect_again_stops_the_old_watch(kernel, stand_in) -> None:
-    """`helpers.connect` calls stop_watching before it (re)starts a stack on purpose."""
+    """`helpers.connect` stops watching (`local_stack.client.attach.stop_watching`) before it
+    (re)starts a stack on purpose."""
     _, client = kernel
     watch(client, stand_in)
-    run(client, "from helpers.backend import stop_watching\nstop_watching()")
+    run(client, "from local_stack.client.attach import stop_watching\nstop_watching()")
     kill_after(stand_in, 0.5)
     reply, errors = run(client, "import time\ntime.sleep(3)")
     assert reply["status"] == "ok" and not errors
