@@ -17,8 +17,8 @@ INSTALL := $(PYTHON) scripts/install.py --cpu-index $(TORCH_CPU_INDEX)
 # Workers (pytest-xdist) per test target, each with its own session stack; 0 runs in one
 # process. `make test` takes four on two cores: much of it waits (on stacks started, killed
 # or hung on purpose, on sandbox timeouts), and four overlap those waits (on an idle two-core
-# machine, 239 s against 334 s with two; CI, which runs it beside the rehearsal, passes
-# TEST_WORKERS=2, see .ci/run). The notebook targets take two: their kernels train
+# machine on 2026-12-04, 239 s against 334 s with two; CI, which runs it beside the rehearsal,
+# passes TEST_WORKERS=2, see .ci/run). The notebook targets take two: their kernels train
 # and sample, so two already use both cores. The one worker `make test` lost (a CPython
 # 3.11.7 "AST constructor recursion depth mismatch" INTERNALERROR) is guarded in
 # tests/ast_guard_support.py.

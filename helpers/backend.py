@@ -14,7 +14,7 @@ import json
 import logging
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,22 +145,27 @@ def show_tables_whole() -> None:
     pd.set_option("display.html.use_mathjax", False)
 
 
-def _tiny_model_call(name: str) -> Callable[..., Any]:
-    """`local_stack.client.tiny_model.<name>`, imported when first called."""
+# The local stack's tiny model, read from the files that ship with the course: no server
+# starts, so a notebook may open it on either backend. It is not Kimi K2.6.
+def tiny_base_model() -> tuple[Any, Any]:
+    """A fresh fp32 copy of the tiny base model, and its vocabulary."""
+    from local_stack.client import tiny_model
 
-    def call(*args: Any) -> Any:
-        from local_stack.client import tiny_model
-
-        return getattr(tiny_model, name)(*args)
-
-    call.__name__ = call.__qualname__ = name
-    return call
+    return tiny_model.tiny_base_model()
 
 
-# The local stack's tiny model, read from the files that ship with the course: either backend.
-tiny_base_model = _tiny_model_call("tiny_base_model")  # (): a fresh fp32 copy, its vocabulary
-tiny_lora_config = _tiny_model_call("tiny_lora_config")  # (rank): the peft.LoraConfig it trains
-local_base_model_dir = _tiny_model_call("local_base_model_dir")  # (directory): saved there
+def tiny_lora_config(rank: int) -> Any:
+    """The `peft.LoraConfig` the local stack trains `tiny_base_model()` with, at `rank`."""
+    from local_stack.client import tiny_model
+
+    return tiny_model.tiny_lora_config(rank)
+
+
+def local_base_model_dir(directory: Path) -> Path:
+    """The tiny base model saved in `directory` as a Hugging Face model (config and weights)."""
+    from local_stack.client import tiny_model
+
+    return tiny_model.local_base_model_dir(directory)
 
 
 def _cloud_rows() -> dict[str, list[dict]]:
