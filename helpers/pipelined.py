@@ -89,7 +89,8 @@ def timeline_figure(runs: dict[str, tuple[list[tuple[str, int, float, float]], i
     """One panel per run: when Tinker snapshotted and trained (top row) and when each batch
     was being sampled on Sail (one row per lane: batch `step` in lane `step % lanes`).
 
-    `runs` maps a run's name to its spans (a `Timeline`'s) and its number of sampling lanes.
+    `runs` maps a run's name to its spans, a `Timeline`'s `(what, step, start, end)` in seconds
+    since the run began, and its number of sampling lanes.
     """
     heights = [1 + lanes for _, lanes in runs.values()]
     fig, axes = plt.subplots(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np  # noqa: F401 (notebook 05's evaluation uses it)
-import tinker
+import tinker  # run_step's solution sends tinker.Datum; CountingPolicy's types
 import torch
 from tinker_cookbook.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.exceptions import AllTrajectoriesFailedError
@@ -26,7 +26,7 @@ from tinker_cookbook.rl.train import train_step
 from tinker_cookbook.rl.types import EnvGroupBuilder, TrajectoryGroup
 
 from budget.cost import sampled_tokens  # noqa: F401 (run_step's solution uses it)
-from helpers.errors import CourseRunError
+from helpers.errors import CourseRunError  # CountingPolicy's, like the completers' types
 from helpers.runlog import run_id
 from helpers.scoring import MathGroupBuilder, final_answer  # noqa: F401 (05 uses final_answer)
 from helpers.serving import ROLLOUT_TIMEOUT_S, SnapshotCompleter, sail_policy
@@ -475,8 +475,10 @@ def pass_at_k_curve(
 
 def pass_at_k_figure(curves: dict[str, dict[str, dict]]) -> Any:
     """pass@k against k, one panel per held-out set, base and trained weights each with its
-    95% interval as a band. `curves[set][when]` is what `pass_at_k_curve` returned."""
-    import matplotlib.pyplot as plt  # only here: the rest of this module draws nothing
+    95% interval as a band. `curves[set][when]` is what `pass_at_k_curve` returned. Returns
+    the matplotlib figure."""
+    # Imported here: notebook 04's first cell holds the module's imports, and only this draws.
+    import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves), 3.8), squeeze=False)
     for ax, (name, by_when) in zip(axes[0], curves.items(), strict=True):
