@@ -61,7 +61,8 @@ class Course:
 
     def simulate_latency(self, **knobs: float) -> None:
         """Local backend only: make the local stack wait as the cloud would, for this kernel's
-        requests (`local_stack.client.control_client.simulate_latency` says how)."""
+        requests: `latency`, how long a Sail response reports `in_progress`; `train_latency`, the
+        least a Tinker training step takes. The real services have no such setting."""
         if self.backend != "local":
             raise CourseConfigError(
                 "simulated latencies exist only on the local stack; with backend='cloud' "
@@ -145,10 +146,10 @@ def show_tables_whole() -> None:
     pd.set_option("display.html.use_mathjax", False)
 
 
-# The local stack's tiny model, read from the files that ship with the course: no server
-# starts, so a notebook may open it on either backend. It is not Kimi K2.6.
 def tiny_base_model() -> tuple[Any, Any]:
-    """A fresh fp32 copy of the tiny base model, and its vocabulary."""
+    """A fresh fp32 copy of the local stack's tiny base model (not Kimi K2.6), and its
+    vocabulary, read from the files that ship with the course: no server starts, so a notebook
+    may open it on either backend."""
     from local_stack.client import tiny_model
 
     return tiny_model.tiny_base_model()
