@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -31,17 +32,30 @@ from budget.cost import (
     sampled_price,
     sampled_tokens,
 )
-from helpers.notebook_parameters import DEFAULT_BUDGET_SAMPLED_TOKENS, backend_defaults
+from helpers.notebook_parameters import (
+    DEFAULT_BUDGET_SAMPLED_TOKENS,
+    NOTEBOOK_PARAMETERS,
+    backend_defaults,
+)
 from local_stack.client.control_client import get_stats
 from shell_tasks.tamper import STRATEGIES
 from tests.check_cells_support import run_check_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "04_training_loop.ipynb"
-CLOUD = backend_defaults("cloud")
-FASTER = {"train_problems": 16, **backend_defaults("cloud", "07_faster_loops")}
-SHIP = backend_defaults("cloud", "09_ship_the_adapter")
-SANDBOXED = {"group_size": 8, **backend_defaults("cloud", "08_sandboxed_rollouts")}
+
+
+def cloud_settings(notebook: str) -> dict[str, Any]:
+    """`notebook`'s declared values, each None replaced by its cloud default (no login is
+    checked, as `resolve` would)."""
+    declared = {name: p.value for name, p in NOTEBOOK_PARAMETERS[notebook].items()}
+    return declared | backend_defaults("cloud", notebook)
+
+
+CLOUD = cloud_settings("04_training_loop")
+FASTER = cloud_settings("07_faster_loops")
+SHIP = cloud_settings("09_ship_the_adapter")
+SANDBOXED = cloud_settings("08_sandboxed_rollouts")
 # What each spending notebook samples and trains on at most with backend="cloud" and its
 # defaults, worked out from its cells: (rollouts sampled, rollouts trained on). Every
 # rollout samples at most max_tokens = 1,024 tokens.
