@@ -5,10 +5,10 @@
     params, logins        the rules parameters pass (a leaf); the cloud logins they check
     scoring, serving, inspect_step, training, pipelined, shipping
                           generated from the notebooks' `# @save` cells (`make helpers`)
-    plots, runlog, progress, measurements
-                          what the taught loops draw, store, show and measure
-    errors                one-sentence errors for bad settings, runs that cannot go on and
-                          runs over their budget (`budget.cost`, a package of its own)
+    plots, runlog, measurements
+                          what the taught loops draw, store and measure
+    errors                the course's errors, shown in one sentence by `notebook_ui` (which
+                          also shows a loop's progress), as runs over budget (`budget.cost`) are
 
 Only `helpers.backend` imports the local stack (`local_stack.client`), inside the calls that
 need it. `import helpers` is cheap (the SDKs load on first use), so a notebook's check cell

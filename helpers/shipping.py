@@ -36,10 +36,10 @@ import tinker
 from helpers.backend import local_base_model_dir
 from helpers.errors import CourseConfigError
 from helpers.notebook_parameters import resolve
-from helpers.progress import is_interactive
 from helpers.scoring import MathGroupBuilder
 from helpers.training import run_step
 from kimi.adapter_size import ArchiveEstimate, estimate_kimi_k26
+from notebook_ui.progress import is_interactive
 
 
 async def train_short_run(cfg: Any, course: Any, training_client: Any) -> None:

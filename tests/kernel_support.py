@@ -50,7 +50,7 @@ def loop_cell(blocking: bool, interactive: bool, steps: int = 5) -> str:
     return f"""import asyncio, os, time
 os.environ.pop("JPY_SESSION_NAME", None)
 {session}
-from helpers.progress import StepProgress
+from notebook_ui.progress import StepProgress
 progress = StepProgress(total={steps}, desc="loop")
 for step in range({steps}):
     {wait}(0.01 if step < 2 else 120)

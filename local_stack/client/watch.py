@@ -19,8 +19,9 @@ script with the same sentence (`watch_local_stack`), where the SDKs would otherw
 for minutes.
 
 The cell is stopped as Jupyter's stop button stops it: the kernel's main thread gets SIGINT,
-and `helpers.errors` shows the interruption as the reason's sentence (`take_interrupt_reason`).
-A script's main thread gets the reason raised instead (`raise_reasons_in_script`).
+and `notebook_ui.short_errors` shows the interruption as the reason's sentence
+(`take_interrupt_reason`). A script's main thread gets the reason raised instead
+(`raise_reasons_in_script`).
 
 Kernel side, like `supervisor`: the server never imports it.
 """

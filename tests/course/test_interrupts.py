@@ -112,7 +112,7 @@ def test_loop_a_failed_cell_left_open_is_not_claimed_later(kernel):
     _, client = kernel
     reply, errors = run(
         client,
-        "from helpers.progress import StepProgress\n"
+        "from notebook_ui.progress import StepProgress\n"
         "progress = StepProgress(total=5)\nprogress.step_done('step 0')\n1 / 0",
     )
     assert [e["ename"] for e in errors] == ["ZeroDivisionError"]

@@ -1,11 +1,11 @@
-"""The training loop's per-step lines (`helpers.progress`) fit a JupyterLab output area
+"""The training loop's per-step lines (`notebook_ui.progress`) fit a JupyterLab output area
 without breaking inside a field."""
 
 from __future__ import annotations
 
 import pytest
 
-from helpers.progress import CONTINUATION, FIELD_SEPARATOR, LINE_CHARS, StepProgress, fit_fields
+from notebook_ui.progress import CONTINUATION, FIELD_SEPARATOR, LINE_CHARS, StepProgress, fit_fields
 
 
 def widest_step_line(skipped: bool) -> str:

@@ -41,7 +41,7 @@ def test_a_changed_default_reaches_every_place_it_appears(tmp_path):
     """Change notebook 04's `steps` default in a copy of the repo's declarations, run the
     generator there, and find the new value in the cell, docs/cloud.md and the guide."""
     copy = tmp_path / "repo"
-    for part in ("budget", "helpers", "kimi", "scripts", "notebooks", "docs"):
+    for part in ("budget", "helpers", "kimi", "notebook_ui", "scripts", "notebooks", "docs"):
         shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
     declarations = copy / "helpers" / "notebook_parameters.py"
     text = declarations.read_text()

@@ -219,7 +219,7 @@ def _clean_env() -> dict[str, str]:
 
 
 IMPORT_CHECK = (
-    "import budget, helpers, kimi, local_stack, pathlib, shell_tasks, sweeps; "
+    "import budget, helpers, kimi, local_stack, notebook_ui, pathlib, shell_tasks, sweeps; "
     "root = pathlib.Path(local_stack.__file__).parent; "
     "print(helpers.__file__); "
     "print(sorted(p.name for p in (root / 'engine' / 'base_model').iterdir()))"

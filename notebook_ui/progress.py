@@ -1,7 +1,7 @@
 """Progress that suits where the notebook runs: a tqdm bar in JupyterLab (which sets
 `JPY_SESSION_NAME`), a plain line per step elsewhere (papermill would store a frozen widget).
 A loop's progress remembers the cell that last used it, so that when the cell is interrupted
-`helpers.errors` can close the bar and say how far the loop got.
+`notebook_ui.short_errors` can close the bar and say how far the loop got.
 """
 
 from __future__ import annotations
