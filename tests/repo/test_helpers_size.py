@@ -1,6 +1,7 @@
 """helpers/ stays thin: the backend seam, the settings, plots, the run log and the modules the
 notebooks' `# @save` cells generate. Generated modules (`make helpers`) are not counted; what
-stands in for the services belongs in local_stack/client/, what only tests, scripts or sweeps
+stands in for the services belongs in local_stack/client/, how the course behaves in a kernel
+(one-sentence errors, interrupts, progress) in notebook_ui/, what only tests, scripts or sweeps
 use belongs there."""
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ GENERATED_HEADER = "# Generated from notebooks/"
 # strict, so that the day helpers/ meets it the marker has to go.
 TARGET_LINES = 1250
 # Until then, a ceiling at the count of the last change that shrank helpers/, lowered with
-# each one (what left, and where it went, is in this file's git log): 1,574 on 2026-12-05.
-CEILING_LINES = 1574
+# each one (what left, and where it went, is in this file's git log): 1,368 on 2026-12-05.
+CEILING_LINES = 1368
 
 
 def hand_written_lines() -> dict[str, int]:
