@@ -95,13 +95,8 @@ class Whole:
     none_ok: bool = False
 
     def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
-        if self.none_ok and value is None:
-            return
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or not self.low <= value <= self.high
-        ):
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if not (self.none_ok and value is None) and not (whole and self.low <= value <= self.high):
             _refuse(name, f"a whole number from {self.describe()}", value, self.why, self.none_ok)
 
     def describe(self) -> str:
@@ -119,20 +114,18 @@ class Number:
     none_ok: bool = False
 
     def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
-        if self.none_ok and value is None:
+        if (self.none_ok and value is None) or _is_number(
+            value, self.low, self.high, self.above_low
+        ):
             return
-        if not _is_number(value, self.low, self.high, self.above_low):
-            allowed = (
-                f"a number greater than {self.low:g} and at most {self.high:g}"
-                if self.above_low
-                else f"a number from {self.low:g} to {self.high:g}"
-            )
-            _refuse(name, allowed, value, none_ok=self.none_ok)
+        low = (
+            f"greater than {self.low:g} and at most" if self.above_low else f"from {self.low:g} to"
+        )
+        _refuse(name, f"a number {low} {self.high:g}", value, none_ok=self.none_ok)
 
     def describe(self) -> str:
-        if self.above_low:
-            return f"above {self.low:g} and at most {self.high:g}"
-        return f"{self.low:g} to {self.high:g}"
+        low = f"above {self.low:g} and at most" if self.above_low else f"{self.low:g} to"
+        return f"{low} {self.high:g}"
 
 
 def _is_number(value: object, low: float, high: float, above_low: bool = False) -> bool:
@@ -164,9 +157,8 @@ class Matches:
     none_ok: bool = False
 
     def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
-        if self.none_ok and value is None:
-            return
-        if not isinstance(value, str) or not re.fullmatch(self.pattern, value):
+        matches = isinstance(value, str) and re.fullmatch(self.pattern, value)
+        if not (self.none_ok and value is None) and not matches:
             _refuse(name, self.allowed, value)
 
     def describe(self) -> str:
