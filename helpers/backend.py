@@ -11,9 +11,7 @@ money. Notebook code is the same either way.
 from __future__ import annotations
 
 import json
-import logging
 import sys
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,15 +26,12 @@ from helpers.errors import CourseConfigError, install_short_errors
 from helpers.notebook_parameters import backend_defaults
 from helpers.params import HELD_OUT_PROBLEMS, TRAIN_PROBLEMS, check_backend
 from kimi import MODEL_NAME, kimi_renderer
+from notebook_ui.display import quiet_tinker_deprecation_logs, show_tables_whole
 
 ADAPTER_CONFIG_PATH = Path(__file__).resolve().parent.parent / "tinker_adapter_config.json"
 CLOUD_DATASET = "microsoft/orca-math-word-problems-200k"
 CLOUD_TRAIN_ROWS = TRAIN_PROBLEMS["cloud"]
 CLOUD_HELD_OUT_ROWS = HELD_OUT_PROBLEMS["cloud"]
-# tinker 0.35 logs two lines on every signed-URL call (see requirements.txt for why we pin
-# it); once per training step, they would bury the log. Notebook 02 explains them.
-TINKER_REST_LOGGER = "tinker.lib.public_interfaces.rest_client"
-KNOWN_NOISE = ("DEPRECATED: RestClient.get_checkpoint_archive_url", "Creating checkpoint archive")
 
 
 @dataclass
@@ -121,29 +116,6 @@ def connect(backend: str = "local") -> Course:
         held_out_known_rows=splits["held_out_known"],
         held_out_seen_rows=splits["held_out_seen"],
     )
-
-
-def _drop_known_noise(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith(KNOWN_NOISE)
-
-
-def quiet_tinker_deprecation_logs() -> None:
-    """Drop the two known lines, and only those, from Tinker's REST logger, and silence the
-    matching FutureWarning."""
-    warnings.filterwarnings("ignore", message=KNOWN_NOISE[0], category=FutureWarning)
-    logger = logging.getLogger(TINKER_REST_LOGGER)
-    if _drop_known_noise not in logger.filters:
-        logger.addFilter(_drop_known_noise)
-
-
-def show_tables_whole() -> None:
-    """Tables show every cell's text in full and as written: pandas cuts a cell at 50
-    characters by default (a question, a stop token, a module list), and JupyterLab reads a
-    pair of dollar amounts ("$2.50 ... $10.00") as maths unless pandas marks the table."""
-    import pandas as pd
-
-    pd.set_option("display.max_colwidth", None)
-    pd.set_option("display.html.use_mathjax", False)
 
 
 def tiny_base_model() -> tuple[Any, Any]:

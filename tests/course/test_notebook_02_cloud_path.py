@@ -21,8 +21,8 @@ import tinker
 from tinker.lib.public_interfaces.rest_client import RestClient
 from tinker.lib.public_interfaces.training_client import TrainingClient
 
-from helpers.backend import KNOWN_NOISE
 from helpers.notebook_parameters import resolve
+from notebook_ui.display import KNOWN_NOISE
 from tests import notebook_source
 
 NOTEBOOK = "02_snapshot_and_serve"

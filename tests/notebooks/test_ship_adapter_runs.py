@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import nbformat
 import tinker
 
-from helpers.backend import quiet_tinker_deprecation_logs
 from helpers.scoring import MathGroupBuilder
 from helpers.training import LoopSettings, run_step
 from local_stack.client.control_client import get_stats
 from local_stack.client.dataset import arithmetic_dataset
 from local_stack.engine.model import ADAPTER_CONFIG_PATH, BASE_MODEL_NAME
+from notebook_ui.display import quiet_tinker_deprecation_logs
 from tests.cloud_support import cloud_kernel_env
 from tests.notebook_support import (
     all_text_under,

@@ -216,7 +216,7 @@ def test_notebook_08_file_table_shows_whole_descriptions(tmp_path) -> None:
             (directory / name).write_bytes(b"{}")
     import pandas as pd
 
-    from helpers.backend import show_tables_whole
+    from notebook_ui.display import show_tables_whole
 
     namespace = {"pd": pd, "tinker_dir": tinker_dir, "peft_dir": peft_dir}
     exec(source, namespace)  # noqa: S102 (the notebook's own cell)
