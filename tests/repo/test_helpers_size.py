@@ -14,8 +14,8 @@ GENERATED_HEADER = "# Generated from notebooks/"
 # strict, so that the day helpers/ meets it the marker has to go.
 TARGET_LINES = 1250
 # Until then, a ceiling at the count of the last change that shrank helpers/, lowered with
-# each one (what left, and where it went, is in this file's git log): 1,574 on 2026-12-05.
-CEILING_LINES = 1574
+# each one (what left, and where it went, is in this file's git log): 1,503 on 2026-12-05.
+CEILING_LINES = 1503
 
 
 def hand_written_lines() -> dict[str, int]:
