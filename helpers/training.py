@@ -4,7 +4,8 @@
 """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
 Also the counter that stops a run whose rollouts all failed, the held-out evaluation that
-notebook 05 runs on the base and the trained weights, and its pass@k curves and their figure.
+notebook 05 runs on the base and the trained weights, its summary figure, and its pass@k
+curves and their figure.
 """
 
 import asyncio
@@ -436,6 +437,85 @@ def pass_at_k(samples: int, correct: int, k: int) -> float:
     return 1.0 - comb(samples - correct, k) / comb(samples, k)
 
 
+SCORE_LABELS = {  # the label under each score's pair of bars
+    "reward": "mean reward",
+    "correct": "correct",
+    "format": "format",
+    "correct_given_format": "correct, of\nwell-formed",
+}
+# Behind each bar's label, so that it stays readable where an interval's line crosses it.
+LABEL_BOX = {"facecolor": "white", "alpha": 0.8, "pad": 1, "edgecolor": "none"}
+
+
+def draw_importance_weights(ax: Any, records: list[dict]) -> None:
+    """How far each step's importance weights strayed from 1, on a log scale."""
+    from helpers.plots import SMOOTHING_STEPS, draw_series  # drawn like the training curves
+
+    weight = "optim/importance_weight_"  # each step's record holds its _max and _min
+    deviations = [
+        {"step": r["step"], "deviation": max(r[weight + "max"] - 1, 1 - r[weight + "min"])}
+        for r in records
+        if r.get(weight + "max") is not None
+    ]
+    draw_series(ax, deviations, "deviation", "largest |weight - 1|", "tab:purple")
+    if ax.lines and max(d["deviation"] for d in deviations) > 0:
+        ax.set_yscale("log")
+    ax.set(title="Importance weights, per step", xlabel="step")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(loc="upper right", fontsize=8, title=f"{SMOOTHING_STEPS}-step average")
+
+
+def draw_held_out(ax: Any, name: str, comparison: dict, samples: int) -> None:
+    """Each score of one held-out set (what `compare` returned) before and after training,
+    as bars with their 95% intervals; the title gives the correct-of-well-formed gain."""
+    xs = np.arange(len(SCORES))
+    width = 0.38
+    for offset, when in ((-width / 2, "before"), (width / 2, "after")):
+        values = np.array([comparison[score][when] for score in SCORES])
+        low, high = np.array([comparison[score][f"{when}_interval"] for score in SCORES]).T
+        errors = [values - low, high - values]
+        bars = ax.bar(xs + offset, values, width, yerr=errors, capsize=3, label=f"{when} training")
+        ax.bar_label(bars, fmt="%.2f", fontsize=8, label_type="center", bbox=LABEL_BOX)
+    ax.set_xticks(xs, [SCORE_LABELS[score] for score in SCORES])
+    ax.set_ylim(min(0.0, *(comparison[s]["before_interval"][0] for s in SCORES)) - 0.05, 1.1)
+    ax.axhline(0, color="black", linewidth=0.6)
+    gain = comparison["correct_given_format"]
+    low, high = gain["gain_interval"]
+    ax.set_title(
+        f"Held-out, {name} ({samples} samples)\n"
+        f"correct of well-formed: {gain['gain']:+.3f} [{low:+.3f}, {high:+.3f}]",
+        fontsize=10,
+    )
+    ax.legend(loc="upper left", fontsize=8)
+
+
+def summary_figure(
+    records: list[dict], comparisons: dict[str, dict], samples: dict[str, int], path: Any
+) -> Any:
+    """Training curves and importance weights (top), held-out scores with 95% intervals
+    (bottom, one panel per held-out set, `samples` answers each); saved as PNG at `path`
+    and returned. `records` are the run's metrics, `comparisons[set]` what `compare` returned."""
+    # Imported here: notebook 04's first cell holds the module's imports, and only figures draw.
+    import matplotlib.pyplot as plt
+
+    from helpers.plots import draw_training_panels
+
+    fig = plt.figure(figsize=(14, 8))
+    grid = fig.add_gridspec(2, 6)
+    top = [fig.add_subplot(grid[0, 2 * i : 2 * i + 2]) for i in range(3)]
+    draw_training_panels(top[:2], records)
+    draw_importance_weights(top[2], records)
+    width = 6 // max(len(comparisons), 2)  # up to three held-out sets side by side
+    for i, (name, comparison) in enumerate(comparisons.items()):
+        ax = fig.add_subplot(grid[1, width * i : width * (i + 1)])
+        draw_held_out(ax, name, comparison, samples[name])
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return fig
+
+
 def pass_at_k_curve(
     problems: list[dict],
     k_max: int,
@@ -477,7 +557,7 @@ def pass_at_k_figure(curves: dict[str, dict[str, dict]]) -> Any:
     """pass@k against k, one panel per held-out set, base and trained weights each with its
     95% interval as a band. `curves[set][when]` is what `pass_at_k_curve` returned. Returns
     the matplotlib figure."""
-    # Imported here: notebook 04's first cell holds the module's imports, and only this draws.
+    # Imported here: notebook 04's first cell holds the module's imports, and only figures draw.
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves), 3.8), squeeze=False)

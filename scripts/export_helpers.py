@@ -67,7 +67,8 @@ when the sign of a mean change among them counts as measured.
         """One GRPO step: snapshot, roll out on Sail, score, advantages, one Tinker optimizer step.
 
 Also the counter that stops a run whose rollouts all failed, the held-out evaluation that
-notebook 05 runs on the base and the trained weights, and its pass@k curves and their figure.
+notebook 05 runs on the base and the trained weights, its summary figure, and its pass@k
+curves and their figure.
 """,
         also=("05_did_it_learn.ipynb",),
     ),

@@ -211,7 +211,7 @@ def test_try_temperature_half_samples_surer_tokens(
 def test_notebook_03_shows_the_figure_and_logs_train_step_metrics(
     base: nbformat.NotebookNode, base_evaluated: nbformat.NotebookNode, shared: Path
 ) -> None:
-    figure_cell = next(c for c in base_evaluated.cells if "summary_figure(" in c.source)
+    figure_cell = next(c for c in base_evaluated.cells if "summary_figure(run" in c.source)
     assert any("image/png" in o.get("data", {}) for o in figure_cell.outputs)
     trained = [r for r in records(shared, "base") if not r["skipped"]]
     assert trained

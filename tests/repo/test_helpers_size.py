@@ -15,8 +15,8 @@ GENERATED_HEADER = "# Generated from notebooks/"
 # strict, so that the day helpers/ meets it the marker has to go.
 TARGET_LINES = 1250
 # Until then, a ceiling at the count of the last change that shrank helpers/, lowered with
-# each one (what left, and where it went, is in this file's git log): 1,368 on 2026-12-05.
-CEILING_LINES = 1368
+# each one (what left, and where it went, is in this file's git log): 1,297 on 2026-12-05.
+CEILING_LINES = 1297
 
 
 def hand_written_lines() -> dict[str, int]:
