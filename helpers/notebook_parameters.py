@@ -342,6 +342,8 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
 }
 
 # The named size profiles: each notebook's values in it, for the parameters it changes.
+# One notebook's values a line (or two): a table, so the formatter leaves it as written.
+# fmt: off
 SIZES: dict[str, dict[str, dict[str, object]]] = {
     # Seconds a notebook, for `make test`'s executed notebooks. Notebook 03 keeps 7 groups of
     # 2: it needs a group whose rewards differ, which 2 groups missed in all 3 draws about once
@@ -351,32 +353,16 @@ SIZES: dict[str, dict[str, dict[str, object]]] = {
         "01_scoring": dict(group_size=3),
         "02_snapshot_and_serve": dict(group_size=2),
         "03_one_grpo_step": dict(groups=7, group_size=2),
-        "04_training_loop": dict(
-            steps=3, group_size=2, groups_per_step=4, eval_problems=10, eval_samples=1
-        ),
+        "04_training_loop": dict(steps=3, group_size=2, groups_per_step=4, eval_problems=10,
+                                 eval_samples=1),
         "05_did_it_learn": dict(pass_at_k_problems=10),
         "10_reward_hacking": dict(loophole_steps=3),
-        "07_faster_loops": dict(
-            steps=4,
-            group_size=4,
-            groups_per_step=2,
-            train_problems=4,
-            max_staleness=2,
-            flex_steps=3,
-            eval_samples=1,
-            flex_latency_s=1.5,
-        ),
-        "08_sandboxed_rollouts": dict(
-            steps=2,
-            group_size=2,
-            groups_per_step=2,
-            eval_tasks=4,
-            eval_samples=1,
-            simulated_boot_seconds=0.2,
-        ),
-        "09_ship_the_adapter": dict(
-            short_run_steps=2, parity_problems=2, eval_problems=10, eval_samples=1
-        ),
+        "07_faster_loops": dict(steps=4, group_size=4, groups_per_step=2, train_problems=4,
+                                max_staleness=2, flex_steps=3, eval_samples=1, flex_latency_s=1.5),
+        "08_sandboxed_rollouts": dict(steps=2, group_size=2, groups_per_step=2, eval_tasks=4,
+                                      eval_samples=1, simulated_boot_seconds=0.2),
+        "09_ship_the_adapter": dict(short_run_steps=2, parity_problems=2, eval_problems=10,
+                                    eval_samples=1),
     },
     # The cloud rehearsal (`scripts/rehearse_cloud.py`): the fewest tokens that still run
     # every cell of the cloud branch.
@@ -384,27 +370,16 @@ SIZES: dict[str, dict[str, dict[str, object]]] = {
         "01_scoring": dict(group_size=2),
         "02_snapshot_and_serve": dict(group_size=2, max_tokens=24),
         "03_one_grpo_step": dict(groups=7, group_size=2, max_tokens=24),
-        "04_training_loop": dict(
-            steps=3, group_size=2, groups_per_step=2, max_tokens=24, eval_problems=4, eval_samples=1
-        ),
+        "04_training_loop": dict(steps=3, group_size=2, groups_per_step=2, max_tokens=24,
+                                 eval_problems=4, eval_samples=1),
         "05_did_it_learn": dict(pass_at_k_problems=10),
         "10_reward_hacking": dict(loophole_steps=2),
-        "07_faster_loops": dict(
-            steps=3,
-            group_size=2,
-            groups_per_step=2,
-            train_problems=2,
-            max_staleness=2,
-            max_tokens=24,
-            flex_steps=3,
-            eval_samples=1,
-        ),
-        "08_sandboxed_rollouts": dict(
-            steps=3, group_size=2, groups_per_step=2, max_tokens=24, eval_samples=1
-        ),
-        "09_ship_the_adapter": dict(
-            short_run_steps=1, parity_problems=2, eval_problems=2, eval_samples=1, max_tokens=24
-        ),
+        "07_faster_loops": dict(steps=3, group_size=2, groups_per_step=2, train_problems=2,
+                                max_staleness=2, max_tokens=24, flex_steps=3, eval_samples=1),
+        "08_sandboxed_rollouts": dict(steps=3, group_size=2, groups_per_step=2, max_tokens=24,
+                                      eval_samples=1),
+        "09_ship_the_adapter": dict(short_run_steps=1, parity_problems=2, eval_problems=2,
+                                    eval_samples=1, max_tokens=24),
     },
     # Far fewer steps, rollouts and held-out problems than notebook 04's defaults: `sweep`
     # fits sweeps/default.toml's six runs in a few minutes on a busy two-core machine
@@ -416,6 +391,7 @@ SIZES: dict[str, dict[str, dict[str, object]]] = {
     "sweep": {"04_training_loop": dict(steps=12, groups_per_step=4, eval_problems=50)},
     "long-sweep": {"04_training_loop": dict(steps=40)},
 }
+# fmt: on
 
 
 def backend_defaults(backend: str, notebook: str = LOOP_NOTEBOOK) -> dict[str, object]:
