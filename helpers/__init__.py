@@ -7,8 +7,7 @@
                           generated from the notebooks' `# @save` cells (`make helpers`)
     plots, runlog, measurements
                           what the taught loops draw, store and measure
-    errors                the course's errors, shown in one sentence by `notebook_ui` (which
-                          also shows a loop's progress), as runs over budget (`budget.cost`) are
+    errors                the course's two error types (`notebook_ui` shows them in a sentence)
 
 Only `helpers.backend` imports the local stack (`local_stack.client`), inside the calls that
 need it. `import helpers` is cheap (the SDKs load on first use), so a notebook's check cell
