@@ -95,9 +95,13 @@ class Whole:
     none_ok: bool = False
 
     def __call__(self, name: str, value: object, checking: Checking | None = None) -> None:
-        whole = isinstance(value, int) and not isinstance(value, bool)
-        if not (self.none_ok and value is None) and not (whole and self.low <= value <= self.high):
-            _refuse(name, f"a whole number from {self.describe()}", value, self.why, self.none_ok)
+        if (self.none_ok and value is None) or (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and self.low <= value <= self.high
+        ):
+            return
+        _refuse(name, f"a whole number from {self.describe()}", value, self.why, self.none_ok)
 
     def describe(self) -> str:
         return f"{self.low} to {self.high}"
