@@ -471,14 +471,16 @@ def draw_held_out(ax: Any, name: str, comparison: dict, samples: int) -> None:
     as bars with their 95% intervals; the title gives the correct-of-well-formed gain."""
     xs = np.arange(len(SCORES))
     width = 0.38
+    lowest = 0.0  # the y-axis reaches down to the lowest interval, before or after
     for offset, when in ((-width / 2, "before"), (width / 2, "after")):
         values = np.array([comparison[score][when] for score in SCORES])
         low, high = np.array([comparison[score][f"{when}_interval"] for score in SCORES]).T
         errors = [values - low, high - values]
         bars = ax.bar(xs + offset, values, width, yerr=errors, capsize=3, label=f"{when} training")
         ax.bar_label(bars, fmt="%.2f", fontsize=8, label_type="center", bbox=LABEL_BOX)
+        lowest = min(lowest, *low)
     ax.set_xticks(xs, [SCORE_LABELS[score] for score in SCORES])
-    ax.set_ylim(min(0.0, *(comparison[s]["before_interval"][0] for s in SCORES)) - 0.05, 1.1)
+    ax.set_ylim(lowest - 0.05, 1.1)
     ax.axhline(0, color="black", linewidth=0.6)
     gain = comparison["correct_given_format"]
     low, high = gain["gain_interval"]
