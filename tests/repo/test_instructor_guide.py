@@ -174,7 +174,9 @@ def test_eight_tokens_stop_on_length_and_pay_the_format_penalty(local_stack, ren
         return results
 
     results = asyncio.run(sample())
-    assert all(length == 8 for length, _ in results), results  # every sample hit max_tokens
+    # Cut off at max_tokens, but for a rare early <|im_end|>: which one depends on the stack's
+    # shared sampling generator, and so on the tests that sampled before this one.
+    assert all(length <= 8 for length, _ in results) and 8 in dict(results), results
     # A cut-off completion has no answer to grade (notebook 01): each one earns -0.1.
     assert all(reward == pytest.approx(-0.1) for _, reward in results), results
     bold = re.findall(r"\*\*([^*]+)\*\*", guide_section("02_snapshot_and_serve"))
