@@ -77,14 +77,17 @@ sweep: $(STAMP)
 test: $(STAMP)
 	$(call PYTEST,$(TEST_WORKERS)) tests -m "not notebooks and not long" --durations=15
 
-## make test-notebooks: tests/notebooks (each notebook run small, and its scenarios) and every
-## notebook with its defaults under nbval
+## make test-notebooks: tests/notebooks (each notebook run small, and its scenarios) and the
+## core notebooks, 01 to 09, with their defaults under nbval (the optional 10's defaults run is
+## tests/long's loophole study; here it runs solved and small, and in the rehearsal)
 test-notebooks: $(STAMP)
-	$(call PYTEST,$(NOTEBOOK_TEST_WORKERS)) tests --nbval-lax notebooks -m notebooks --durations=15
+	$(call PYTEST,$(NOTEBOOK_TEST_WORKERS)) tests --nbval-lax notebooks -m notebooks --durations=15 \
+		--ignore=notebooks/10_reward_hacking.ipynb
 
 ## make test-long: tests/long, every "Try this" exercise that runs a notebook at the settings
-## its text states, and the loophole study (about half an hour; not in CI, run it before a
-## workshop and after changing a notebook's exercises)
+## its text states, the loophole study (notebook 10 at its defaults) and a sweep killed and run
+## again (about half an hour; not in CI, run it before a workshop and after changing a
+## notebook's exercises)
 test-long: $(STAMP)
 	$(call PYTEST,$(NOTEBOOK_TEST_WORKERS)) tests/long -m long --durations=15
 

@@ -1,5 +1,5 @@
-"""What the sweep tests share: the sweep command, tiny runs, and finished runs written by hand
-whose comparison is worked out independently: older-style `fx-*` runs (the `fixture_runs`
+"""What the sweep tests share: the sweep command and its tiny runs, and finished runs written
+by hand whose comparison is worked out independently: older-style `fx-*` runs (the `fixture_runs`
 fixture in tests/conftest.py), and runs named and laid out as `make sweep` leaves them
 (`write_sweep_runs`)."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,10 +17,24 @@ import nbformat
 from sweeps.runner import NOTEBOOK as RUNNER_NOTEBOOK
 from sweeps.runner import grid_from, parse_args, plan
 
+ROOT = Path(__file__).resolve().parents[1]
 SWEEP = [sys.executable, "-m", "sweeps.runner"]
 # Tiny runs at the cloud rehearsal's sizes (two problems of two samples per step, four
 # held-out samples), at one learning rate.
 TINY = ["--profile", "rehearsal", "-p", "learning_rate", "1e-3"]
+
+
+def sweep(args: list[str], env: dict, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*SWEEP, *args], env=env, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, **kwargs,
+    )  # fmt: skip
+
+
+def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
+    output, _ = process.communicate(timeout=timeout)
+    return process.returncode, output
+
 
 SETTINGS = {"backend": "local", "group_size": 8, "groups_per_step": 8, "eval_problems": 3}
 

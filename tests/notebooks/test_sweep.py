@@ -1,17 +1,15 @@
-"""`make sweep` and the comparison notebook (issue 15).
+"""`make sweep` and the comparison notebook.
 
-A bad grid value stops the sweep before any run, in one sentence. A tiny real sweep leaves
-one folder per run (metrics, state, executed notebook), killed mid-way re-runs only the
-unfinished run, and survives a run that fails. The comparison table is checked against
-fixture runs written here, with the arithmetic done independently, and the comparison
-notebook runs on them.
+A bad grid value stops the sweep before any run, in one sentence, and a dry run prints what
+the grid would spend. The comparison table is checked against fixture runs written here, with
+the arithmetic done independently, and the comparison notebook runs on them. A real sweep
+runs in CI's cloud rehearsal (`make rehearse-cloud`); one killed mid-way, and one with a run
+that fails, in tests/long/test_sweep_killed.py.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
 from pathlib import Path
 
 import nbformat
@@ -22,26 +20,9 @@ from helpers.notebook_parameters import NOTEBOOK_PARAMETERS, backend_defaults, p
 from helpers.params import HELD_OUT_METRICS
 from sweeps.compare import RATIOS, comparison_table, interval_quantile, seed_spread, seeds_needed
 from sweeps.runner import NOTEBOOK as RUNNER_NOTEBOOK
-from sweeps.runner import OWNER_FILE
 from sweeps.runs import find_runs
-from tests.notebook_support import error_outputs, kill_everything_started_with, papermill
-from tests.sweep_support import AFTER, BEFORE, SWEEP, TINY
-from tests.wait_support import wait_until
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def sweep(args: list[str], env: dict, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen(
-        [*SWEEP, *args], env=env, cwd=ROOT, text=True, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, **kwargs,
-    )  # fmt: skip
-
-
-def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
-    output, _ = process.communicate(timeout=timeout)
-    return process.returncode, output
-
+from tests.notebook_support import papermill
+from tests.sweep_support import AFTER, BEFORE, finish, sweep
 
 # -- the grid is checked before anything runs ------------------------------------------------
 
@@ -95,73 +76,6 @@ def test_the_default_grid_is_valid_and_the_cloud_budget_is_printed(run_env: dict
     line = f"  sweep-learning_rate0.0003-seed0: 10 steps, {rollouts:,} rollouts, at most "
     assert f"{line}{rollouts * 1024:,} sampled tokens" in output
     assert f"whole sweep: {6 * rollouts:,} Sail rollouts, at most {6 * rollouts * 1024:,}" in output
-
-
-# -- a real sweep, on the local stack -----------------------------------------------------------
-
-
-def grid_file(tmp_path: Path, steps: int, seeds: int) -> Path:
-    path = tmp_path / "tiny.toml"
-    seed_list = ", ".join(str(seed) for seed in range(seeds))
-    path.write_text(f'name = "tiny"\n[parameters]\nseed = [{seed_list}]\nsteps = {steps}\n')
-    return path
-
-
-def assert_finished_run(folder: Path, steps: int) -> None:
-    metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == list(range(steps))
-    assert json.loads((folder / "state.json").read_text())["completed_steps"] == steps
-    for notebook in ("04_training_loop", "05_did_it_learn"):  # the run, then its evaluation
-        executed = nbformat.read(folder / f"{notebook}.ipynb", as_version=4)
-        assert executed.metadata.papermill.parameters["run_name"] == folder.name
-        assert not error_outputs(executed)
-    assert json.loads((folder / "state.json").read_text())["eval_after"]["completed_steps"] == steps
-
-
-def test_a_killed_sweep_reruns_only_the_unfinished_run_and_survives_a_failed_run(
-    run_env: dict, tmp_path: Path
-) -> None:
-    """A tiny sweep of three runs leaves a folder per run (metrics, state, executed
-    notebook). Killed while its second run trains, it re-runs only that one; its third run
-    cannot start (a broken state.json an earlier try of the sweep left), which fails that run
-    alone, in one line, and the sweep still ends with the others done. (One sweep shows both,
-    where a second tiny sweep showed the failed run.)"""
-    runs, steps = tmp_path / "runs", 4
-    broken = runs / "tiny-seed2"
-    broken.mkdir(parents=True)
-    (broken / "state.json").write_text("{not json")  # this run's notebook cannot resume it
-    (broken / OWNER_FILE).write_text(json.dumps({"sweep": "tiny"}))  # an earlier try of this sweep
-    args = ["--grid", str(grid_file(tmp_path, steps, seeds=3)), *TINY]
-    first = sweep(args, run_env, start_new_session=True)
-    second = runs / "tiny-seed1" / "state.json"
-
-    def second_started() -> bool:
-        return second.exists() and json.loads(second.read_text())["completed_steps"] >= 1
-
-    wait_until(lambda: second_started() or first.poll() is not None, "the second run", 600, 0.05)
-    assert second_started(), first.stdout.read()
-    kill_everything_started_with(run_env)  # the sweep, its runs and their kernels: SIGKILL
-    first.communicate()
-    done = json.loads(second.read_text())["completed_steps"]
-    assert done < steps, "the second run finished before the kill: nothing was interrupted"
-    assert_finished_run(runs / "tiny-seed0", steps)
-    untouched = {p: p.stat().st_mtime_ns for p in (runs / "tiny-seed0").iterdir()}
-
-    code, output = finish(sweep(args, run_env))
-    assert code == 1, output
-    assert "tiny-seed0: finished earlier, not run again" in output
-    assert "tiny-seed0: started" not in output
-    assert f"tiny-seed1: started, resuming after step {done - 1}" in output
-    assert "tiny-seed2: FAILED" in output and "JSONDecodeError" in output
-    assert "done: 2 finished, 1 failed (tiny-seed2)" in output
-    assert "steps (" in output  # overall progress
-    assert_finished_run(runs / "tiny-seed1", steps)
-    assert {p: p.stat().st_mtime_ns for p in (runs / "tiny-seed0").iterdir()} == untouched
-    assert sorted(p.name for p in runs.iterdir() if p.name != "local-stack") == [
-        "tiny-seed0",
-        "tiny-seed1",
-        "tiny-seed2",
-    ]
 
 
 # -- the comparison, on fixture runs ------------------------------------------------------------
