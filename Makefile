@@ -79,7 +79,7 @@ test: $(STAMP)
 
 ## make test-notebooks: tests/notebooks (each notebook run small, and its scenarios) and the
 ## core notebooks, 01 to 09, with their defaults under nbval (the optional 10's defaults run is
-## tests/long's loophole study; here it runs solved and small, and in the rehearsal)
+## tests/long's loophole study; here it runs solved and small, and `make rehearse-cloud` runs it)
 test-notebooks: $(STAMP)
 	$(call PYTEST,$(NOTEBOOK_TEST_WORKERS)) tests --nbval-lax notebooks -m notebooks --durations=15 \
 		--ignore=notebooks/10_reward_hacking.ipynb
